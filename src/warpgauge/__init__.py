@@ -1,0 +1,15 @@
+"""warpgauge: Triton GPU kernels whose speed claims come with the evidence."""
+
+from .ops import add, add_rms_norm, row_sum, softmax
+
+__all__ = [
+    "Int4Weight",
+    "add",
+    "add_rms_norm",
+    "gemm",
+    "int4_linear",
+    "quantize_int4",
+    "row_sum",
+    "softmax",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,62 @@
+"""What the launch plans need to know about the device, read from the device itself.
+
+Nothing here is keyed by GPU name: SM count, L2 size and shared-memory limit come from
+``torch.cuda.get_device_properties``. Under the Triton interpreter (``TRITON_INTERPRET=1``, CPU
+tensors) there is no device to ask, so a small pretend GPU is described instead: 4 SMs, so that the
+split plans are reachable with test-sized shapes.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+import torch
+
+INTERPRETER_SM_COUNT = 4
+
+
+def interpreter_enabled() -> bool:
+    """True when Triton kernels run through the CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    name: str
+    sm_count: int
+    l2_bytes: int
+    max_shared_bytes: int
+    interpreter: bool
+
+
+@functools.cache
+def _cuda_info(index: int) -> DeviceInfo:
+    p = torch.cuda.get_device_properties(index)
+    shared = getattr(p, "shared_memory_per_block_optin", 0) or getattr(
+        p, "max_shared_memory_per_block_optin", 48 * 1024
+    )
+    return DeviceInfo(
+        name=p.name,
+        sm_count=p.multi_processor_count,
+        l2_bytes=int(getattr(p, "L2_cache_size", 0)),
+        max_shared_bytes=int(shared),
+        interpreter=False,
+    )
+
+
+_INTERPRETER_INFO = DeviceInfo(
+    name="triton-interpreter",
+    sm_count=INTERPRETER_SM_COUNT,
+    l2_bytes=4 * 1024 * 1024,
+    max_shared_bytes=228 * 1024,
+    interpreter=True,
+)
+
+
+def device_info(device: torch.device) -> DeviceInfo:
+    """Properties of ``device`` (a CUDA device, or the interpreter's pretend GPU for CPU tensors)."""
+    if device.type == "cuda":
+        return _cuda_info(device.index if device.index is not None else torch.cuda.current_device())
+    return _INTERPRETER_INFO

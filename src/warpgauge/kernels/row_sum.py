@@ -1,0 +1,99 @@
+"""Sum over the last dim with FP32 accumulation; result in ``out_dtype`` (default: x.dtype).
+
+I/O: read x once, write one value per row: rows * width * esize(x) + rows * esize(out) bytes.
+The split plan writes one FP32 partial per chunk and a finish kernel adds a row's partials in a
+fixed order (deterministic, no atomics).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .._checks import FLOAT_DTYPES, check_tensor, rows_view
+from ._launch import empty, row_plan, wrap_triton
+from .plans import RowPlan
+from .work import Work, esize
+
+
+def work(rows: int, width: int, dtype: torch.dtype, out_dtype: torch.dtype | None = None) -> Work:
+    return Work(
+        bytes=rows * width * esize(dtype) + rows * esize(out_dtype or dtype), flops=rows * width
+    )
+
+
+@triton.jit
+def _row_sum_resident(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < N, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row, tl.sum(x, 0).to(y_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _row_sum_looped(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, N, BLOCK):
+        idx = start + offs
+        acc += tl.load(x_ptr + row * x_stride + idx, mask=idx < N, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row, tl.sum(acc, 0).to(y_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _row_sum_split(
+    x_ptr, part_ptr, x_stride, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
+):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    lo = c * chunk
+    for start in range(lo, lo + chunk, BLOCK):
+        idx = start + offs
+        acc += tl.load(x_ptr + row * x_stride + idx, mask=idx < N, other=0.0).to(tl.float32)
+    tl.store(part_ptr + row * n_chunks + c, tl.sum(acc, 0))
+
+
+@triton.jit
+def _row_sum_finish(part_ptr, y_ptr, n_chunks, SPLIT_PAD: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.arange(0, SPLIT_PAD)
+    p = tl.load(part_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0)
+    tl.store(y_ptr + row, tl.sum(p, 0).to(y_ptr.dtype.element_ty))
+
+
+def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan | None = None):
+    check_tensor("x", x)
+    if out_dtype is not None and out_dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"out_dtype must be one of float16, bfloat16, float32 (or None for x.dtype), got {out_dtype}"
+        )
+    x2, stride = rows_view("x", x)
+    y = empty(x.shape[:-1], out_dtype or x.dtype, x.device)
+    rows, n = x2.shape
+    if rows == 0:
+        return y
+    p = row_plan(rows, n, x.device, plan)
+    if p.kind == "resident":
+        if p.block < n:
+            raise ValueError(f"resident plan block {p.block} is narrower than the row ({n})")
+        wrap_triton(_row_sum_resident)[(rows,)](
+            x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps
+        )
+    elif p.kind == "looped":
+        wrap_triton(_row_sum_looped)[(rows,)](
+            x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps
+        )
+    else:
+        chunk, n_chunks = p.chunk(n), p.n_chunks(n)
+        part = empty((rows, n_chunks), torch.float32, x.device)
+        wrap_triton(_row_sum_split)[(rows, n_chunks)](
+            x2, part, stride, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps
+        )
+        wrap_triton(_row_sum_finish)[(rows,)](
+            part, y, n_chunks, SPLIT_PAD=triton.next_power_of_2(n_chunks), num_warps=1
+        )
+    return y

@@ -1,0 +1,299 @@
+"""Softmax over the last dim: FP32 math, one cast to the input dtype; forward and backward.
+
+Contract: y = exp(x - max) / sum(exp(x - max)) per row. A chunk or lane whose values so far are
+all -inf shifts by 0 instead of -inf (so exp(-inf - -inf) = NaN never happens) and keeps a zero
+sum; a row that is entirely -inf has sum 0 and is written as all zeros (documented choice).
+
+I/O per call: forward reads x once and writes y once (resident plan; looped and split plans read
+x twice, the second read usually hitting L2 for split chunks): 2 * rows * width * esize bytes.
+Backward reads y and dy and writes dx: 3 * rows * width * esize.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .._checks import check_tensor, rows_view
+from ._launch import empty, empty_rows_like, row_plan, wrap_triton
+from .plans import RowPlan
+from .work import Work, esize
+
+NEG_INF = float("-inf")
+
+
+def work(rows: int, width: int, dtype: torch.dtype) -> Work:
+    # read x + write y; ~5 flops/element (max, subtract, exp, sum, scale)
+    return Work(bytes=2 * rows * width * esize(dtype), flops=5 * rows * width)
+
+
+def work_backward(rows: int, width: int, dtype: torch.dtype) -> Work:
+    # read y + read dy + write dx; ~4 flops/element
+    return Work(bytes=3 * rows * width * esize(dtype), flops=4 * rows * width)
+
+
+# ------------------------------------------------------------------------------------ forward
+
+
+@triton.jit
+def _online_update(m_vec, s_vec, x):
+    """Fold a block of values into per-lane running (max, sum); -inf-safe."""
+    m_new = tl.maximum(m_vec, x)
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+    s_vec = s_vec * tl.exp(m_vec - shift) + tl.exp(x - shift)
+    return m_new, s_vec
+
+
+@triton.jit
+def _merge(m_vec, s_vec):
+    """Merge per-lane (max, sum) into the row's (shift, 1/sum); -inf-safe, all -inf -> 1/sum = 0."""
+    m = tl.max(m_vec, 0)
+    shift = tl.where(m == float("-inf"), 0.0, m)
+    s = tl.sum(s_vec * tl.exp(m_vec - shift), 0)
+    inv = tl.where(s > 0, 1.0 / s, 0.0)
+    return shift, inv
+
+
+@triton.jit
+def _softmax_resident(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < N
+    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    m = tl.max(x, 0)
+    shift = tl.where(m == float("-inf"), 0.0, m)
+    e = tl.exp(x - shift)
+    s = tl.sum(e, 0)
+    inv = tl.where(s > 0, 1.0 / s, 0.0)
+    tl.store(y_ptr + row * N + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_looped(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    xr = x_ptr + row * x_stride
+    yr = y_ptr + row * N
+    offs = tl.arange(0, BLOCK)
+    m_vec = tl.full([BLOCK], float("-inf"), tl.float32)
+    s_vec = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, N, BLOCK):
+        idx = start + offs
+        x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
+        m_vec, s_vec = _online_update(m_vec, s_vec, x)
+    shift, inv = _merge(m_vec, s_vec)
+    for start in range(0, N, BLOCK):
+        idx = start + offs
+        x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
+        tl.store(yr + idx, (tl.exp(x - shift) * inv).to(y_ptr.dtype.element_ty), mask=idx < N)
+
+
+@triton.jit
+def _softmax_split_stats(
+    x_ptr, stats_ptr, x_stride, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
+):
+    # I/O: read one chunk of x; write 2 floats (max, sum) per chunk.
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    xr = x_ptr + row * x_stride
+    offs = tl.arange(0, BLOCK)
+    m_vec = tl.full([BLOCK], float("-inf"), tl.float32)
+    s_vec = tl.zeros([BLOCK], tl.float32)
+    lo = c * chunk
+    for start in range(lo, lo + chunk, BLOCK):
+        idx = start + offs
+        x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
+        m_vec, s_vec = _online_update(m_vec, s_vec, x)
+    m = tl.max(m_vec, 0)
+    shift = tl.where(m == float("-inf"), 0.0, m)
+    s = tl.sum(s_vec * tl.exp(m_vec - shift), 0)
+    out = stats_ptr + (row * n_chunks + c) * 2
+    tl.store(out, m)
+    tl.store(out + 1, s)
+
+
+@triton.jit
+def _softmax_split_write(
+    x_ptr,
+    y_ptr,
+    stats_ptr,
+    x_stride,
+    chunk,
+    n_chunks,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SPLIT_PAD: tl.constexpr,
+):
+    # I/O: read the row's chunk statistics and one chunk of x; write one chunk of y.
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    k = tl.arange(0, SPLIT_PAD)
+    st = stats_ptr + (row * n_chunks + k) * 2
+    m_c = tl.load(st, mask=k < n_chunks, other=float("-inf"))
+    s_c = tl.load(st + 1, mask=k < n_chunks, other=0.0)
+    shift, inv = _merge(m_c, s_c)
+    xr = x_ptr + row * x_stride
+    yr = y_ptr + row * N
+    offs = tl.arange(0, BLOCK)
+    lo = c * chunk
+    for start in range(lo, lo + chunk, BLOCK):
+        idx = start + offs
+        x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
+        tl.store(yr + idx, (tl.exp(x - shift) * inv).to(y_ptr.dtype.element_ty), mask=idx < N)
+
+
+def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
+    """Softmax over the last dim of ``x`` (N-D, rows may be strided). Returns a new tensor."""
+    check_tensor("x", x)
+    x2, stride = rows_view("x", x)
+    y = empty_rows_like(x)
+    rows, n = x2.shape
+    if rows == 0:
+        return y
+    p = row_plan(rows, n, x.device, plan)
+    if p.kind == "resident":
+        if p.block < n:
+            raise ValueError(f"resident plan block {p.block} is narrower than the row ({n})")
+        wrap_triton(_softmax_resident)[(rows,)](
+            x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps
+        )
+    elif p.kind == "looped":
+        wrap_triton(_softmax_looped)[(rows,)](
+            x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps
+        )
+    else:
+        chunk, n_chunks = p.chunk(n), p.n_chunks(n)
+        stats = empty((rows, n_chunks, 2), torch.float32, x.device)
+        wrap_triton(_softmax_split_stats)[(rows, n_chunks)](
+            x2, stats, stride, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps
+        )
+        wrap_triton(_softmax_split_write)[(rows, n_chunks)](
+            x2,
+            y,
+            stats,
+            stride,
+            chunk,
+            n_chunks,
+            N=n,
+            BLOCK=p.block,
+            SPLIT_PAD=triton.next_power_of_2(n_chunks),
+            num_warps=p.num_warps,
+        )
+    return y
+
+
+# ----------------------------------------------------------------------------------- backward
+# dx = y * (dy - sum(y * dy)); y and dy are contiguous rows (y is the forward's output).
+
+
+@triton.jit
+def _softmax_bwd_resident(y_ptr, dy_ptr, dx_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < N
+    y = tl.load(y_ptr + row * N + offs, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + row * N + offs, mask=mask, other=0.0).to(tl.float32)
+    dot = tl.sum(y * dy, 0)
+    tl.store(dx_ptr + row * N + offs, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd_looped(y_ptr, dy_ptr, dx_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    base = row * N
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, N, BLOCK):
+        idx = start + offs
+        y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
+        acc += y * dy
+    dot = tl.sum(acc, 0)
+    for start in range(0, N, BLOCK):
+        idx = start + offs
+        y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
+        tl.store(dx_ptr + base + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=idx < N)
+
+
+@triton.jit
+def _softmax_bwd_split_stats(
+    y_ptr, dy_ptr, part_ptr, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
+):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    base = row * N
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    lo = c * chunk
+    for start in range(lo, lo + chunk, BLOCK):
+        idx = start + offs
+        y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
+        acc += y * dy
+    tl.store(part_ptr + row * n_chunks + c, tl.sum(acc, 0))
+
+
+@triton.jit
+def _softmax_bwd_split_write(
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    part_ptr,
+    chunk,
+    n_chunks,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SPLIT_PAD: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    k = tl.arange(0, SPLIT_PAD)
+    dot = tl.sum(tl.load(part_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0), 0)
+    base = row * N
+    offs = tl.arange(0, BLOCK)
+    lo = c * chunk
+    for start in range(lo, lo + chunk, BLOCK):
+        idx = start + offs
+        y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
+        tl.store(dx_ptr + base + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=idx < N)
+
+
+def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = None):
+    """Gradient of softmax given its output ``y`` and the incoming gradient ``dy``."""
+    y = y.contiguous()
+    dy = dy.contiguous()
+    dx = empty(y.shape, y.dtype, y.device)
+    n = y.shape[-1] if y.dim() else 1
+    rows = y.numel() // n if n else 0
+    if rows == 0:
+        return dx
+    p = row_plan(rows, n, y.device, plan)
+    if p.kind == "resident":
+        wrap_triton(_softmax_bwd_resident)[(rows,)](
+            y, dy, dx, N=n, BLOCK=p.block, num_warps=p.num_warps
+        )
+    elif p.kind == "looped":
+        wrap_triton(_softmax_bwd_looped)[(rows,)](
+            y, dy, dx, N=n, BLOCK=p.block, num_warps=p.num_warps
+        )
+    else:
+        chunk, n_chunks = p.chunk(n), p.n_chunks(n)
+        part = empty((rows, n_chunks), torch.float32, y.device)
+        wrap_triton(_softmax_bwd_split_stats)[(rows, n_chunks)](
+            y, dy, part, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps
+        )
+        wrap_triton(_softmax_bwd_split_write)[(rows, n_chunks)](
+            y,
+            dy,
+            dx,
+            part,
+            chunk,
+            n_chunks,
+            N=n,
+            BLOCK=p.block,
+            SPLIT_PAD=triton.next_power_of_2(n_chunks),
+            num_warps=p.num_warps,
+        )
+    return dx

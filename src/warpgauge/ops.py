@@ -1,0 +1,168 @@
+"""torch.library registration, autograd and the public functions.
+
+Every operator is a ``torch.library.triton_op`` (``torch.ops.warpgauge.<name>``), so
+``torch.compile(fullgraph=True)`` traces into its Triton kernels, and has autograd registered
+with ``register_autograd``. The op body allocates its outputs and launches; its fake
+implementation is the same body run on fake tensors (triton_op registers it).
+
+Eager calls skip the dispatcher: going through ``torch.ops`` costs ~40 us of host time per call
+on the H200 (``anchors-h200.md``), more than many of these kernels take. A public function calls
+the launcher directly unless the call is being traced or compiled, an input is a tensor subclass
+(fake/functional tensors), or autograd must record the call (grad mode on and an input that
+requires grad); then it goes through the registered op.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.library import register_autograd, triton_op
+
+from .kernels import add as _add
+from .kernels import rmsnorm as _rms
+from .kernels import row_sum as _row_sum
+from .kernels import softmax as _softmax
+
+_Tensor = torch.Tensor
+
+
+def _use_op(*tensors: torch.Tensor) -> bool:
+    """True when the call must go through the registered op (see module docstring)."""
+    if torch.compiler.is_compiling():
+        return True
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if type(t) is not _Tensor:
+            return isinstance(t, _Tensor)  # subclasses (fake, functional) take the op
+        if grad and t.requires_grad:
+            return True
+    return False
+
+
+# ------------------------------------------------------------------------------------------ add
+
+
+@triton_op("warpgauge::add", mutates_args=())
+def _add_op(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return _add.add(x, y)
+
+
+def _add_bwd(ctx, grad):
+    return grad, grad
+
+
+register_autograd("warpgauge::add", _add_bwd)
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``x + y`` elementwise (same shape and dtype): FP32 math, one rounding to the dtype."""
+    if _use_op(x, y):
+        return torch.ops.warpgauge.add(x, y)
+    return _add.add(x, y)
+
+
+# -------------------------------------------------------------------------------------- row_sum
+
+
+@triton_op("warpgauge::row_sum", mutates_args=())
+def _row_sum_op(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    return _row_sum.row_sum(x, out_dtype)
+
+
+def _row_sum_setup(ctx, inputs, output):
+    x, _ = inputs
+    ctx.x_shape = x.shape
+    ctx.x_dtype = x.dtype
+
+
+def _row_sum_bwd(ctx, grad):
+    return grad.to(ctx.x_dtype).unsqueeze(-1).expand(ctx.x_shape), None
+
+
+register_autograd("warpgauge::row_sum", _row_sum_bwd, setup_context=_row_sum_setup)
+
+
+def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Sum over the last dim with FP32 accumulation; result dtype ``out_dtype`` or ``x.dtype``."""
+    if _use_op(x):
+        return torch.ops.warpgauge.row_sum(x, out_dtype)
+    return _row_sum.row_sum(x, out_dtype)
+
+
+# -------------------------------------------------------------------------------------- softmax
+
+
+@triton_op("warpgauge::softmax", mutates_args=())
+def _softmax_op(x: torch.Tensor) -> torch.Tensor:
+    return _softmax.softmax(x)
+
+
+@triton_op("warpgauge::softmax_backward", mutates_args=())
+def _softmax_bwd_op(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    return _softmax.softmax_backward(y, dy)
+
+
+def _softmax_setup(ctx, inputs, output):
+    ctx.save_for_backward(output)
+
+
+def _softmax_bwd(ctx, grad):
+    (y,) = ctx.saved_tensors
+    return torch.ops.warpgauge.softmax_backward(y, grad)
+
+
+register_autograd("warpgauge::softmax", _softmax_bwd, setup_context=_softmax_setup)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim: FP32 math, one cast to ``x.dtype``. Rows that are entirely
+    ``-inf`` give all zeros; rows with ``-inf`` entries are handled on every plan."""
+    if _use_op(x):
+        return torch.ops.warpgauge.softmax(x)
+    return _softmax.softmax(x)
+
+
+# ---------------------------------------------------------------------------------- add_rms_norm
+
+
+@triton_op("warpgauge::add_rms_norm", mutates_args=())
+def _rms_op(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _rms.add_rms_norm(x, residual, weight, eps)
+
+
+@triton_op("warpgauge::add_rms_norm_backward", mutates_args=())
+def _rms_bwd_op(
+    dy: torch.Tensor, dh: torch.Tensor | None, h: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _rms.add_rms_norm_backward(dy, dh, h, weight, eps)
+
+
+def _rms_setup(ctx, inputs, output):
+    _, _, weight, eps = inputs
+    ctx.eps = eps
+    ctx.save_for_backward(output[1], weight)
+
+
+def _rms_bwd(ctx, dy, dh):
+    h, weight = ctx.saved_tensors
+    if dy is None:
+        dy = torch.zeros_like(h)
+    dx, dw = torch.ops.warpgauge.add_rms_norm_backward(dy, dh, h, weight, ctx.eps)
+    return dx, dx, dw, None
+
+
+register_autograd("warpgauge::add_rms_norm", _rms_bwd, setup_context=_rms_setup)
+
+
+def add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fused residual add + RMSNorm. ``h = x + residual`` in FP32, rounded once to ``x.dtype``;
+    ``y = h * rsqrt(mean(h^2) + eps) * weight`` with FP32 math. Returns ``(y, h)``: ``h`` is the
+    next layer's residual."""
+    if _use_op(x, residual, weight):
+        return torch.ops.warpgauge.add_rms_norm(x, residual, weight, eps)
+    return _rms.add_rms_norm(x, residual, weight, eps)
+
+

@@ -1,0 +1,153 @@
+"""Row operators (softmax, add_rms_norm, row_sum) and add against FP64 references.
+
+Shapes are chosen to reach every plan under the interpreter (which pretends a 4-SM GPU):
+resident (width <= 8192), looped and split are also forced with small blocks so that narrow
+test rows still cross several chunks. Outputs start as NaN (conftest), so an unwritten element
+fails.
+"""
+
+import pytest
+import torch
+
+import warpgauge as wg
+from warpgauge.kernels import rmsnorm as rms_k
+from warpgauge.kernels import row_sum as row_sum_k
+from warpgauge.kernels import softmax as softmax_k
+from warpgauge.kernels.plans import RESIDENT_MAX, RowPlan
+from warpgauge.reference import (
+    add_ref,
+    add_rms_norm_ref,
+    assert_close,
+    row_sum_ref,
+    softmax_bwd_ref,
+    softmax_ref,
+)
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+# (rows, width, plan): the plan None means the automatic rule; comments say which branch it hits.
+CASES = [
+    (3, 1, None),  # resident, width 1
+    (5, 127, None),  # resident, odd width
+    (4, 1000, RowPlan.looped(128)),  # looped, 8 chunks with a ragged tail
+    (2, 1000, RowPlan.split_for(2, 1000, 4, block=64)),  # split, 4 programs per row
+    (1, 777, RowPlan("split", 32, 1, split=7)),  # split, uneven chunks
+    (3, RESIDENT_MAX + 1, None),  # automatic split: 3 rows < 4 SMs, width just past resident
+    (5, RESIDENT_MAX + 3, None),  # automatic looped: 5 rows >= 4 SMs
+]
+
+
+def _rand(shape, dtype, device, scale=1.0, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(dtype).to(device)
+
+
+def test_plan_rule():
+    assert RowPlan.for_shape(10, 127, 132).kind == "resident"
+    assert RowPlan.for_shape(10, 8192, 132).kind == "resident"
+    assert RowPlan.for_shape(4, 32769, 132).kind == "split"
+    assert RowPlan.for_shape(32768, 16384, 132).kind == "looped"
+    p = RowPlan.for_shape(4, 32769, 132)
+    assert p.n_chunks(32769) * p.chunk(32769) >= 32769
+    with pytest.raises(ValueError):
+        RowPlan("diagonal", 64, 1)
+    with pytest.raises(ValueError):
+        RowPlan("looped", 100, 1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,width,plan", CASES)
+def test_softmax(rows, width, plan, dtype, device):
+    x = _rand((rows, width), dtype, device, scale=4.0)
+    y = softmax_k.softmax(x, plan=plan)
+    assert_close(y, softmax_ref(x), msg="softmax")
+    dy = _rand((rows, width), dtype, device, seed=1)
+    assert_close(softmax_k.softmax_backward(y, dy, plan=plan), softmax_bwd_ref(y, dy), msg="bwd")
+
+
+@pytest.mark.parametrize("rows,width,plan", CASES)
+def test_softmax_masked_rows(rows, width, plan, device):
+    """-inf prefixes longer than a chunk (so whole lanes/chunks see only -inf), a row that is all
+    -inf (documented result: zeros), and scattered -inf."""
+    x = _rand((rows + 2, width), torch.float32, device, scale=3.0)
+    x[0, : max(1, (3 * width) // 4)] = float("-inf")
+    x[1, :] = float("-inf")
+    x[2, ::3] = float("-inf")
+    y = softmax_k.softmax(x, plan=plan)
+    assert not torch.isnan(y).any()
+    assert torch.equal(y[1].cpu(), torch.zeros(width))
+    assert_close(y, softmax_ref(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,width,plan", CASES)
+def test_add_rms_norm(rows, width, plan, dtype, device):
+    x = _rand((rows, width), dtype, device, seed=2)
+    r = _rand((rows, width), dtype, device, seed=3)
+    w = _rand((width,), dtype, device, seed=4)
+    y, h = rms_k.add_rms_norm(x, r, w, 1e-6, plan=plan)
+    y_ref, h_ref = add_rms_norm_ref(x, r, w, 1e-6)
+    assert_close(h, h_ref, msg="h")
+    assert_close(y, y_ref, msg="y")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,width,plan", CASES)
+def test_row_sum(rows, width, plan, dtype, device):
+    x = _rand((rows, width), dtype, device, seed=5)
+    assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x))
+    out = row_sum_k.row_sum(x, torch.float32, plan=plan)
+    assert out.dtype == torch.float32
+    assert_close(out, row_sum_ref(x, torch.float32))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_public_api_nd_strided_empty(dtype, device):
+    base = _rand((2, 3, 200), dtype, device, seed=6)
+    x = base[..., 7:134]  # strided rows: width 127 inside rows of 200, unaligned start
+    r = _rand((2, 3, 127), dtype, device, seed=7)
+    w = _rand((127,), dtype, device, seed=8)
+    assert_close(wg.softmax(x), softmax_ref(x))
+    assert_close(wg.row_sum(x), row_sum_ref(x))
+    y, h = wg.add_rms_norm(x, r, w)
+    y_ref, h_ref = add_rms_norm_ref(x, r, w, 1e-6)
+    assert_close(y, y_ref)
+    assert_close(h, h_ref)
+    assert_close(wg.add(x, r), add_ref(x, r))
+    assert wg.softmax(x).shape == x.shape and wg.row_sum(x).shape == x.shape[:-1]
+    empty = torch.empty((0, 5, 33), dtype=dtype, device=device)
+    assert wg.softmax(empty).shape == (0, 5, 33)
+    assert wg.row_sum(empty).shape == (0, 5)
+    ye, he = wg.add_rms_norm(empty, empty, torch.ones(33, dtype=dtype, device=device))
+    assert ye.shape == he.shape == empty.shape
+    assert wg.add(empty, empty).shape == empty.shape
+    v = _rand((131,), dtype, device, seed=9)  # 1-D: one row
+    assert_close(wg.softmax(v), softmax_ref(v))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 257, 4096 * 3 + 5])
+def test_add(n, dtype, device):
+    x = _rand((n,), dtype, device, seed=10)
+    y = _rand((n,), dtype, device, seed=11)
+    assert_close(wg.add(x, y), add_ref(x, y))
+
+
+def test_poisoning_is_active(device):
+    """The harness that makes unwritten outputs fail must itself be on."""
+    from warpgauge.kernels._launch import empty
+
+    t = empty((4,), torch.float16, device)
+    assert torch.isnan(t).all()
+    with pytest.raises(AssertionError):
+        assert_close(t, torch.ones(4, dtype=torch.float16))
+
+
+def test_rms_backward_deterministic(device):
+    rows, width = 37, 300
+    dy = _rand((rows, width), torch.float32, device, seed=12)
+    h = _rand((rows, width), torch.float32, device, seed=13)
+    w = _rand((width,), torch.float32, device, seed=14)
+    a = rms_k.add_rms_norm_backward(dy, None, h, w, 1e-6)
+    b = rms_k.add_rms_norm_backward(dy, None, h, w, 1e-6)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
