@@ -164,5 +164,3 @@ def add_rms_norm(
     if _use_op(x, residual, weight):
         return torch.ops.warpgauge.add_rms_norm(x, residual, weight, eps)
     return _rms.add_rms_norm(x, residual, weight, eps)
-
-

@@ -62,7 +62,9 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if n == 0:
         return out
     if x.is_contiguous() and y.is_contiguous():
-        wrap_triton(_add_flat)[(triton.cdiv(n, BLOCK),)](x, y, out, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
+        wrap_triton(_add_flat)[(triton.cdiv(n, BLOCK),)](
+            x, y, out, n, BLOCK=BLOCK, num_warps=NUM_WARPS
+        )
         return out
     x2, xs = rows_view("x", x)
     y2, ys = rows_view("y", y)
