@@ -10,7 +10,7 @@ from torch.library import wrap_triton
 from .._device import device_info
 from .plans import RowPlan
 
-__all__ = ["wrap_triton", "row_plan", "empty", "empty_rows_like"]
+__all__ = ["wrap_triton", "row_plan", "empty", "empty_rows_like", "compiled_variants"]
 
 # Tests set WARPGAUGE_POISON_OUTPUTS=1 so that every output and scratch buffer the launchers
 # allocate starts as NaN: an element a kernel forgets to write then fails the reference check.
@@ -34,3 +34,13 @@ def row_plan(rows: int, width: int, device: torch.device, plan: RowPlan | None) 
 def empty_rows_like(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """A contiguous output with ``x``'s shape (never ``x``'s strides: rows may be a slice)."""
     return empty(x.shape, dtype or x.dtype, x.device)
+
+
+def compiled_variants(kernel) -> int:
+    """How many compiled versions of a @triton.jit (or autotuned) kernel are cached in this
+    process, over all devices. Tests use it to show that new row counts reuse compiled kernels."""
+    fn = getattr(kernel, "fn", kernel)  # Autotuner -> JITFunction
+    caches = getattr(fn, "device_caches", None)
+    if caches is None:
+        return 0
+    return sum(len(entry[0]) for entry in caches.values())
