@@ -46,7 +46,8 @@ def test_plan_rule():
     assert RowPlan.for_shape(10, 127, 132).kind == "resident"
     assert RowPlan.for_shape(10, 8192, 132).kind == "resident"
     assert RowPlan.for_shape(4, 32769, 132).kind == "split"
-    assert RowPlan.for_shape(32768, 16384, 132).kind == "looped"
+    assert RowPlan.for_shape(32768, 16384, 132).kind == "resident"
+    assert RowPlan.for_shape(4096, 131072, 132).kind == "looped"
     p = RowPlan.for_shape(4, 32769, 132)
     assert p.n_chunks(32769) * p.chunk(32769) >= 32769
     with pytest.raises(ValueError):

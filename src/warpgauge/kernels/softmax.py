@@ -37,17 +37,20 @@ def work_backward(rows: int, width: int, dtype: torch.dtype) -> Work:
 
 
 @triton.jit
-def _online_update(m_vec, s_vec, x):
-    """Fold a block of values into per-lane running (max, sum); -inf-safe."""
-    m_new = tl.maximum(m_vec, x)
+def _online_update(m, s, x):
+    """Fold a block into the running (max, sum) scalars: one exp per element plus one per
+    block (a per-lane running max would need two per element). -inf-safe: while everything
+    seen is -inf the shift is 0, so exp(-inf - -inf) = NaN never happens."""
+    m_new = tl.maximum(m, tl.max(x, 0))
     shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-    s_vec = s_vec * tl.exp(m_vec - shift) + tl.exp(x - shift)
-    return m_new, s_vec
+    s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), 0)
+    return m_new, s
 
 
 @triton.jit
 def _merge(m_vec, s_vec):
-    """Merge per-lane (max, sum) into the row's (shift, 1/sum); -inf-safe, all -inf -> 1/sum = 0."""
+    """Merge per-chunk (max, sum) pairs into the row's (shift, 1/sum); -inf-safe, an all -inf
+    row gives 1/sum = 0 (so its output is zeros)."""
     m = tl.max(m_vec, 0)
     shift = tl.where(m == float("-inf"), 0.0, m)
     s = tl.sum(s_vec * tl.exp(m_vec - shift), 0)
@@ -75,13 +78,14 @@ def _softmax_looped(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr
     xr = x_ptr + row * x_stride
     yr = y_ptr + row * N
     offs = tl.arange(0, BLOCK)
-    m_vec = tl.full([BLOCK], float("-inf"), tl.float32)
-    s_vec = tl.zeros([BLOCK], tl.float32)
+    m = tl.full([], float("-inf"), tl.float32)
+    s = tl.zeros([], tl.float32)
     for start in range(0, N, BLOCK):
         idx = start + offs
         x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
-        m_vec, s_vec = _online_update(m_vec, s_vec, x)
-    shift, inv = _merge(m_vec, s_vec)
+        m, s = _online_update(m, s, x)
+    shift = tl.where(m == float("-inf"), 0.0, m)
+    inv = tl.where(s > 0, 1.0 / s, 0.0)
     for start in range(0, N, BLOCK):
         idx = start + offs
         x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
@@ -97,16 +101,13 @@ def _softmax_split_stats(
     c = tl.program_id(1)
     xr = x_ptr + row * x_stride
     offs = tl.arange(0, BLOCK)
-    m_vec = tl.full([BLOCK], float("-inf"), tl.float32)
-    s_vec = tl.zeros([BLOCK], tl.float32)
+    m = tl.full([], float("-inf"), tl.float32)
+    s = tl.zeros([], tl.float32)
     lo = c * chunk
     for start in range(lo, lo + chunk, BLOCK):
         idx = start + offs
         x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
-        m_vec, s_vec = _online_update(m_vec, s_vec, x)
-    m = tl.max(m_vec, 0)
-    shift = tl.where(m == float("-inf"), 0.0, m)
-    s = tl.sum(s_vec * tl.exp(m_vec - shift), 0)
+        m, s = _online_update(m, s, x)
     out = stats_ptr + (row * n_chunks + c) * 2
     tl.store(out, m)
     tl.store(out + 1, s)
