@@ -1,0 +1,467 @@
+"""Artifacts: schemas, atomic writes, manifest checksums, validation, and environment records.
+
+Everything runs on CPU from the synthetic fixture run in tests/fixtures/run-synthetic (made by
+tests/fixtures/make_fixture.py with the public writers).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from warpgauge import artifacts as A
+from warpgauge import environment as E
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURE_RUN = FIXTURES / "run-synthetic"
+SOFTMAX_COLD = "cases/softmax__bfloat16__16384x4096__cold.json"
+
+
+def _load_make_fixture():
+    spec = importlib.util.spec_from_file_location("make_fixture", FIXTURES / "make_fixture.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    dst = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, dst)
+    return dst
+
+
+def _edit_json(path: Path, edit) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def _has(problems: list[str], *needles: str) -> bool:
+    return any(all(n in p for n in needles) for p in problems)
+
+
+# ------------------------------------------------------------------------------------ schemas and fixture
+
+
+def test_schemas_are_valid_draft_2020_12():
+    from jsonschema import Draft202012Validator
+
+    for name in (*A.SCHEMA_NAMES, "common"):
+        Draft202012Validator.check_schema(A.schema(name))
+
+
+def test_fixture_is_valid_and_up_to_date(tmp_path):
+    assert A.validate_run(FIXTURE_RUN) == []
+    rebuilt = _load_make_fixture().build(tmp_path / "rebuilt")
+    assert A.list_files(rebuilt) == A.list_files(FIXTURE_RUN)
+    for rel in A.list_files(FIXTURE_RUN):
+        assert (rebuilt / rel).read_bytes() == (FIXTURE_RUN / rel).read_bytes(), (
+            f"{rel} differs: run tests/fixtures/make_fixture.py to regenerate the fixture"
+        )
+
+
+def test_fixture_covers_every_status_and_both_lanes():
+    run = A.load_run(FIXTURE_RUN)
+    statuses = {p["status"] for c in run.cases for p in c["providers"]}
+    assert statuses == {"ok", "absent", "failed_gate", "error"}
+    assert {c["lane"] for c in run.cases} == {"cold", "warm"}
+    assert len({c["op"] for c in run.cases}) >= 2
+
+
+def test_round_trip_write_then_load_is_equal(tmp_path):
+    src = A.load_run(FIXTURE_RUN)
+    dst = tmp_path / "copy"
+    run = dict(
+        src.run, status="running", finished_cases=[], missing_cases=src.run["expected_cases"]
+    )
+    A.write_run(dst, run)
+    A.write_ceilings(dst, src.ceilings)
+    A.write_run(dst, run)
+    for case in src.cases:
+        A.write_case(dst, case)
+    A.write_run(dst, src.run)
+    back = A.load_run(dst)
+    assert back.run == src.run
+    assert back.cases == src.cases
+    assert back.ceilings == src.ceilings
+    assert A.validate_run(dst) == []
+
+
+def test_numpy_scalars_and_tuples_are_stored_as_plain_json(run_dir):
+    np = pytest.importorskip("numpy")
+    case = A.read_json(run_dir / SOFTMAX_COLD)
+    case["work"]["bytes"] = np.int64(case["work"]["bytes"])
+    case["order"] = tuple(case["order"])
+    case["warmup"]["burst_ms"] = np.float32(200.0)
+    A.write_case(run_dir, case)
+    back = A.read_json(run_dir / SOFTMAX_COLD)
+    assert type(back["work"]["bytes"]) is int and isinstance(back["order"], list)
+    assert A.validate_run(run_dir) == []
+
+
+# ------------------------------------------------------------------------------------ case ids
+
+
+def test_case_filename():
+    assert (
+        A.case_filename("softmax/bfloat16/32768x8192/cold")
+        == "softmax__bfloat16__32768x8192__cold.json"
+    )
+    assert (
+        A.make_case_id("gemm", "float16", "1x4096x4096", "warm") == "gemm/float16/1x4096x4096/warm"
+    )
+    for bad in (
+        "softmax/bfloat16/32768x8192",
+        "softmax/bf16/a/b/cold",
+        "../x/y/cold",
+        "softmax/bfloat16/32768 x 8192/cold",
+        "softmax/bfloat16/1x1/hot",
+    ):
+        with pytest.raises(ValueError, match="case id"):
+            A.case_filename(bad)
+
+
+# ------------------------------------------------------------------------------------ atomic writes
+
+
+def _dir_entries(d: Path) -> list[str]:
+    return sorted(os.listdir(d))
+
+
+def test_atomic_write_json_success_leaves_no_temp(tmp_path):
+    path = tmp_path / "x.json"
+    A.atomic_write_json(path, {"a": [1, 2.5], "b": None})
+    assert A.read_json(path) == {"a": [1, 2.5], "b": None}
+    assert _dir_entries(tmp_path) == ["x.json"]
+
+
+@pytest.mark.parametrize("failing", ["fsync", "replace"])
+def test_atomic_write_failure_keeps_old_file_and_no_temp(tmp_path, monkeypatch, failing):
+    path = tmp_path / "x.json"
+    A.atomic_write_json(path, {"version": "old"})
+    before = path.read_bytes()
+
+    def boom(*args, **kwargs):
+        raise OSError("simulated failure mid-write")
+
+    monkeypatch.setattr(A.os, failing, boom)
+    with pytest.raises(OSError, match="simulated"):
+        A.atomic_write_json(path, {"version": "new", "pad": "x" * 100_000})
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert _dir_entries(tmp_path) == ["x.json"]
+
+
+def test_unserializable_object_touches_nothing(tmp_path):
+    path = tmp_path / "x.json"
+    with pytest.raises(ValueError, match=r"\$\.gate\.max_abs_err.*not finite"):
+        A.atomic_write_json(path, {"gate": {"max_abs_err": float("nan")}})
+    with pytest.raises(TypeError, match=r"\$\.when"):
+        A.atomic_write_json(path, {"when": object()})
+    assert _dir_entries(tmp_path) == []
+
+
+# ------------------------------------------------------------------------------------ writers reject bad records
+
+
+def test_write_case_rejects_schema_errors_with_paths_and_writes_nothing(run_dir):
+    case = A.read_json(run_dir / SOFTMAX_COLD)
+    case["providers"][1]["status"] = "okay"
+    case["providers"][0]["device_time"]["samples_us"][0] = "fast"
+    case["lane"] = "hot"
+    manifest_before = (run_dir / "manifest.json").read_bytes()
+    file_before = (run_dir / SOFTMAX_COLD).read_bytes()
+    with pytest.raises(A.ArtifactError) as info:
+        A.write_case(run_dir, case)
+    problems = info.value.problems
+    assert _has(problems, "$.providers[1].status", "okay")
+    assert _has(problems, "$.providers[0].device_time.samples_us[0]", "number")
+    assert _has(problems, "$.lane")
+    assert (run_dir / "manifest.json").read_bytes() == manifest_before
+    assert (run_dir / SOFTMAX_COLD).read_bytes() == file_before
+
+
+def test_write_case_rejects_nan_and_inconsistent_numbers(run_dir):
+    case = A.read_json(run_dir / SOFTMAX_COLD)
+    case["providers"][0]["gate"]["max_abs_err"] = float("inf")
+    with pytest.raises(A.ArtifactError, match=r"providers\[0\]\.gate\.max_abs_err"):
+        A.write_case(run_dir, case)
+
+    case = A.read_json(run_dir / SOFTMAX_COLD)
+    case["providers"][0]["device_time"]["median_us"] *= 2  # no longer the samples' median
+    case["providers"][0]["derived"]["tbps"] *= 1.5  # no longer bytes / median
+    case["order"].append("nobody")
+    with pytest.raises(A.ArtifactError) as info:
+        A.write_case(run_dir, case)
+    problems = info.value.problems
+    assert _has(problems, "device_time.median_us", "middle samples")
+    assert _has(problems, "derived.tbps", "definition")
+    assert _has(problems, "$.order", "nobody")
+
+
+def test_write_case_rejects_case_outside_expected_and_wrong_run(run_dir):
+    case = A.read_json(run_dir / SOFTMAX_COLD)
+    case.update(shape_label="7x7", case_id="softmax/bfloat16/7x7/cold")
+    with pytest.raises(A.ArtifactError, match="expected_cases"):
+        A.write_case(run_dir, case)
+    case = A.read_json(run_dir / SOFTMAX_COLD)
+    case["run_id"] = "another-run"
+    with pytest.raises(A.ArtifactError, match="run.json says"):
+        A.write_case(run_dir, case)
+
+
+def test_status_rules_are_in_the_schema(run_dir):
+    case = A.read_json(run_dir / SOFTMAX_COLD)
+    absent = next(p for p in case["providers"] if p["status"] == "absent")
+    absent["error"] = None  # an absent provider must say why
+    ok = next(p for p in case["providers"] if p["status"] == "ok")
+    ok["gate"]["ok"] = False  # timed but failed its gate: contradiction
+    errs = A.schema_errors("case", case)
+    assert any(".error" in e for e in errs)
+    assert any(".gate.ok" in e for e in errs)
+
+
+def test_fill_derived_follows_its_definitions(run_dir):
+    case = A.read_json(run_dir / SOFTMAX_COLD)
+    for p in case["providers"]:
+        p["derived"] = {}
+    A.fill_derived(case, copy_tbps=4.0)
+    wg = next(p for p in case["providers"] if p["name"] == "warpgauge")
+    med = wg["device_time"]["median_us"]
+    assert wg["derived"]["tbps"] == pytest.approx(case["work"]["bytes"] / med / 1e6)
+    assert wg["derived"]["pct_copy_ceiling"] == pytest.approx(100 * wg["derived"]["tbps"] / 4.0)
+    best = min(
+        p["device_time"]["median_us"]
+        for p in case["providers"]
+        if p["status"] == "ok" and p["family"] in ("pytorch", "compile")
+    )
+    assert wg["derived"]["speedup_vs_best_pytorch"] == pytest.approx(best / med)
+    absent = next(p for p in case["providers"] if p["status"] == "absent")
+    assert set(absent["derived"].values()) == {None}
+
+
+# ------------------------------------------------------------------------------------ validation
+
+
+def test_validate_cli_ok_and_failing(run_dir, capsys):
+    assert A.validate_cli(run_dir) == 0
+    assert "OK" in capsys.readouterr().out
+    (run_dir / SOFTMAX_COLD).unlink()
+    assert A.validate_cli(run_dir) == 1
+    out = capsys.readouterr().out
+    assert "INVALID" in out and "listed in the manifest but missing" in out
+
+
+def _flip_positions(size: int, rng: random.Random, k: int) -> list[int]:
+    return sorted({0, size - 1, size // 2, *(rng.randrange(size) for _ in range(k))})
+
+
+def test_a_flipped_byte_in_any_file_fails_validation(tmp_path):
+    """Flip one bit at sampled positions of every kind of file (data, manifest, report-free)."""
+    rng = random.Random(7)
+    names = A.list_files(FIXTURE_RUN)
+    cases = [n for n in names if n.startswith("cases/")]
+    targets = [n for n in names if not n.startswith("cases/")] + rng.sample(cases, 3)
+    work = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, work)
+    for rel in targets:
+        original = (FIXTURE_RUN / rel).read_bytes()
+        k = 10 if rel == "manifest.json" else 5
+        for pos in _flip_positions(len(original), rng, k):
+            for mask in (0x01, 0x20):
+                data = bytearray(original)
+                data[pos] ^= mask
+                (work / rel).write_bytes(bytes(data))
+                assert A.validate_run(work), (
+                    f"flipping byte {pos} of {rel} with {mask:#x} went unnoticed"
+                )
+        (work / rel).write_bytes(original)
+    assert A.validate_run(work) == []
+
+
+def test_checksum_mismatch_names_the_file(run_dir):
+    path = run_dir / "ceilings.json"
+    path.write_bytes(path.read_bytes().replace(b'"copy_1GiB"', b'"copy_1GiC"'))
+    problems = A.validate_run(run_dir)
+    assert _has(problems, "ceilings.json", "checksum mismatch")
+
+
+def test_schema_breaking_edit_with_recomputed_manifest_still_fails(run_dir):
+    _edit_json(run_dir / SOFTMAX_COLD, lambda c: c["providers"][2].__setitem__("family", "friend"))
+    _edit_json(
+        run_dir / "run.json", lambda r: r["provenance"]["gpu"].__setitem__("sm_count", "132")
+    )
+    A.write_manifest(run_dir)
+    problems = A.validate_run(run_dir)
+    assert not _has(problems, "checksum")
+    assert _has(problems, SOFTMAX_COLD, "$.providers[2].family", "friend")
+    assert _has(problems, "run.json", "$.provenance.gpu.sm_count")
+
+
+def test_inconsistent_numbers_with_recomputed_manifest_still_fail(run_dir):
+    def edit(c):
+        c["providers"][0]["device_time"]["samples_us"][0] *= 3  # stats no longer describe samples
+        c["providers"][1]["derived"]["pct_copy_ceiling"] = 99.0
+
+    _edit_json(run_dir / SOFTMAX_COLD, edit)
+    A.write_manifest(run_dir)
+    problems = A.validate_run(run_dir)
+    assert _has(problems, SOFTMAX_COLD, "device_time")
+    assert _has(problems, SOFTMAX_COLD, "pct_copy_ceiling")
+
+
+def test_missing_case_fails_coverage_and_status(run_dir):
+    (run_dir / SOFTMAX_COLD).unlink()
+    A.write_manifest(run_dir)
+    problems = A.validate_run(run_dir)
+    assert _has(problems, "coverage", "softmax/bfloat16/16384x4096/cold")
+    assert _has(problems, "finished_cases without a case file")
+    run = A.finish_run(run_dir, "complete")
+    assert run["status"] == "interrupted"
+    assert run["missing_cases"] == ["softmax/bfloat16/16384x4096/cold"]
+    problems = A.validate_run(run_dir)
+    assert _has(problems, "status is 'interrupted'")
+    assert _has(problems, "coverage")
+
+
+def test_extra_unlisted_file_fails(run_dir):
+    (run_dir / "notes.txt").write_text("hello")
+    assert _has(A.validate_run(run_dir), "notes.txt", "not listed in the manifest")
+
+
+def test_case_outside_expected_fails_coverage(run_dir):
+    case = A.read_json(run_dir / SOFTMAX_COLD)
+    case.update(shape_label="7x7", case_id="softmax/bfloat16/7x7/cold")
+    A.atomic_write_json(run_dir / "cases" / A.case_filename(case["case_id"]), case)
+    A.write_manifest(run_dir)
+    assert _has(A.validate_run(run_dir), "coverage", "7x7", "does not list")
+
+
+def test_misnamed_case_file_and_leftover_temp_fail(run_dir):
+    os.rename(run_dir / SOFTMAX_COLD, run_dir / "cases" / "renamed.json")
+    (run_dir / "cases" / ".x.json.abc.tmp").write_text("{")
+    A.write_manifest(run_dir)
+    problems = A.validate_run(run_dir)
+    assert _has(problems, "cases/renamed.json", "whose file is")
+    assert _has(problems, ".x.json.abc.tmp", "leftover temp file")
+
+
+def test_write_case_updates_only_its_manifest_entry(run_dir):
+    """A corrupted file stays caught after later writes: write_case never re-blesses others."""
+    other = run_dir / "cases" / "gemm__bfloat16__2048x2048x2048__cold.json"
+    other.write_bytes(other.read_bytes().replace(b'"fixture-synthetic"', b'"fixture-synthetiq"', 1))
+    A.write_case(run_dir, A.read_json(run_dir / SOFTMAX_COLD))
+    assert _has(A.validate_run(run_dir), other.name, "checksum mismatch")
+
+
+def test_running_status_is_reported(run_dir):
+    _edit_json(run_dir / "run.json", lambda r: r.__setitem__("status", "running"))
+    A.write_manifest(run_dir)
+    assert _has(A.validate_run(run_dir), "status is 'running'")
+
+
+# ------------------------------------------------------------------------------------ environment
+
+
+def _fresh_nvml(monkeypatch, module):
+    monkeypatch.setattr(E, "_nvml_state", {})
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+
+
+def test_telemetry_snapshot_never_raises_without_nvml(monkeypatch):
+    _fresh_nvml(monkeypatch, None)  # import pynvml -> ImportError
+    snap = E.telemetry_snapshot(0)
+    assert all(snap[f] is None for f in E.TELEMETRY_FIELDS)
+    assert snap["error"] and "NVML unavailable" in snap["error"]
+    assert A.schema_errors("common#/$defs/telemetry_snapshot", snap) == []
+
+
+def test_telemetry_snapshot_tolerates_a_broken_nvml(monkeypatch):
+    broken = types.SimpleNamespace(
+        nvmlInit=lambda: (_ for _ in ()).throw(RuntimeError("driver gone"))
+    )
+    _fresh_nvml(monkeypatch, broken)
+    snap = E.telemetry_snapshot(3)
+    assert snap["sm_clock_mhz"] is None and "driver gone" in snap["error"]
+
+
+def _fake_nvml(**overrides):
+    def fail(*a):
+        raise RuntimeError("not supported")
+
+    nv = types.SimpleNamespace(
+        NVML_CLOCK_SM=1,
+        NVML_CLOCK_MEM=2,
+        NVML_TEMPERATURE_GPU=0,
+        nvmlInit=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda i: f"h{i}",
+        nvmlDeviceGetClockInfo=lambda h, which: {1: 1980, 2: 3201}[which],
+        nvmlDeviceGetTemperature=lambda h, s: 45,
+        nvmlDeviceGetPowerUsage=lambda h: 412_345,
+        nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=97, memory=60),
+        nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0x4 | 0x1,
+        nvmlDeviceGetPerformanceState=lambda h: 0,
+    )
+    for k, v in overrides.items():
+        setattr(nv, k, fail if v is None else v)
+    return nv
+
+
+def test_telemetry_snapshot_reads_and_decodes(monkeypatch):
+    _fresh_nvml(monkeypatch, _fake_nvml())
+    snap = E.telemetry_snapshot(0)
+    assert snap["sm_clock_mhz"] == 1980 and snap["mem_clock_mhz"] == 3201
+    assert snap["power_w"] == pytest.approx(412.345)
+    assert snap["throttle_reasons"] == ["gpu_idle", "sw_power_cap"]
+    assert snap["error"] is None
+    assert A.schema_errors("common#/$defs/telemetry_snapshot", snap) == []
+
+
+def test_telemetry_snapshot_nulls_only_unreadable_fields(monkeypatch):
+    _fresh_nvml(
+        monkeypatch, _fake_nvml(nvmlDeviceGetPowerUsage=None, nvmlDeviceGetPerformanceState=None)
+    )
+    snap = E.telemetry_snapshot(0)
+    assert snap["power_w"] is None and snap["pstate"] is None and snap["sm_clock_mhz"] == 1980
+    assert "power_w" in snap["error"] and "pstate" in snap["error"]
+
+
+def test_decode_reasons_names_unknown_bits():
+    assert E.decode_reasons(0) == []
+    assert E.decode_reasons(0x40 | 0x8) == ["hw_slowdown", "hw_thermal_slowdown"]
+    assert E.decode_reasons(0x1000) == ["other_0x1000"]
+
+
+def test_provenance_is_schema_valid_on_cpu(monkeypatch):
+    _fresh_nvml(monkeypatch, None)
+    prov = E.provenance()
+    assert A.schema_errors("common#/$defs/provenance", prov) == []
+    assert prov["packages"]["torch"] is not None
+    assert prov["hostname"] and prov["platform"]
+
+
+def test_git_state_commit_and_dirty(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    assert E.git_state(tmp_path) == (None, None)  # not a repository
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "f.txt").write_text("a")
+    subprocess.run([*git, "add", "f.txt"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=tmp_path, check=True)
+    commit, dirty = E.git_state(tmp_path)
+    assert len(commit) == 40 and dirty is False
+    (tmp_path / "untracked.json").write_text("{}")  # e.g. a results/ run being written
+    assert E.git_state(tmp_path)[1] is False
+    (tmp_path / "f.txt").write_text("b")
+    assert E.git_state(tmp_path)[1] is True
