@@ -100,6 +100,11 @@ def git_state(repo_root: str | os.PathLike | None = None) -> tuple[str | None, b
     --untracked-files=no``): a run directory being written under ``results/`` does not count,
     an uncommitted new source file does not either (commit it before a run you mean to publish).
     """
+    # A copy of the tree without .git (a lent GPU machine) gets the state from whoever sent it.
+    env_commit = os.environ.get("WARPGAUGE_GIT_COMMIT")
+    if env_commit:
+        dirty = os.environ.get("WARPGAUGE_GIT_DIRTY")
+        return env_commit.strip(), (None if dirty is None else dirty.strip() not in ("", "0"))
     candidates = [Path(repo_root)] if repo_root is not None else [Path(__file__).parent, Path.cwd()]
     for cwd in candidates:
         if not cwd.is_dir():
