@@ -18,9 +18,12 @@ import torch
 from torch.library import register_autograd, triton_op
 
 from .kernels import add as _add
+from .kernels import gemm as _gemm
+from .kernels import int4 as _int4
 from .kernels import rmsnorm as _rms
 from .kernels import row_sum as _row_sum
 from .kernels import softmax as _softmax
+from .quant import Int4Weight
 
 _Tensor = torch.Tensor
 
@@ -164,3 +167,93 @@ def add_rms_norm(
     if _use_op(x, residual, weight):
         return torch.ops.warpgauge.add_rms_norm(x, residual, weight, eps)
     return _rms.add_rms_norm(x, residual, weight, eps)
+
+
+# ----------------------------------------------------------------------------------------- gemm
+
+
+@triton_op("warpgauge::gemm", mutates_args=())
+def _gemm_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _gemm.gemm(a, b)
+
+
+@triton_op("warpgauge::gemm_grad_a", mutates_args=())
+def _gemm_grad_a_op(grad: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _gemm.gemm_grad_a(grad, b)
+
+
+@triton_op("warpgauge::gemm_grad_b", mutates_args=())
+def _gemm_grad_b_op(grad: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    return _gemm.gemm_grad_b(grad, a)
+
+
+def _gemm_setup(ctx, inputs, output):
+    a, b = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _gemm_bwd(ctx, grad):
+    a, b = ctx.saved_tensors
+    # dA = dC @ B^T and dB = A^T @ dC: the same strided kernel reads the transposed operands in
+    # place (stride swaps, no copies); only the gradients autograd asks for are computed.
+    da = torch.ops.warpgauge.gemm_grad_a(grad, b) if ctx.needs_input_grad[0] else None
+    db = torch.ops.warpgauge.gemm_grad_b(grad, a) if ctx.needs_input_grad[1] else None
+    return da, db
+
+
+register_autograd("warpgauge::gemm", _gemm_bwd, setup_context=_gemm_setup)
+
+
+def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for 2-D FP16/BF16 operands: FP32 accumulation, one rounding; any M, N, K >= 1 and
+    any strides (a transposed view is read through its strides, never copied)."""
+    if _use_op(a, b):
+        return torch.ops.warpgauge.gemm(a, b)
+    return _gemm.gemm(a, b)
+
+
+# ----------------------------------------------------------------------------------- int4_linear
+
+
+@triton_op("warpgauge::int4_linear", mutates_args=())
+def _int4_op(
+    x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group_size: int
+) -> torch.Tensor:
+    return _int4.int4_linear_packed(x, packed, scales, group_size)
+
+
+@triton_op("warpgauge::int4_linear_grad_input", mutates_args=())
+def _int4_grad_op(
+    grad: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group_size: int
+) -> torch.Tensor:
+    return _int4.int4_linear_grad_input_packed(grad, packed, scales, group_size)
+
+
+def _int4_setup(ctx, inputs, output):
+    _, packed, scales, group_size = inputs
+    ctx.group_size = group_size
+    ctx.save_for_backward(packed, scales)
+
+
+def _int4_bwd(ctx, grad):
+    packed, scales = ctx.saved_tensors
+    dx = torch.ops.warpgauge.int4_linear_grad_input(grad, packed, scales, ctx.group_size)
+    return dx, None, None, None
+
+
+register_autograd("warpgauge::int4_linear", _int4_bwd, setup_context=_int4_setup)
+
+
+def int4_linear(x: torch.Tensor, qweight: Int4Weight) -> torch.Tensor:
+    """``x @ W.T`` (like ``F.linear``) with ``W`` stored as symmetric INT4 (``quantize_int4``).
+    Gradients flow to ``x`` only (the quantized weight is frozen)."""
+    if not isinstance(qweight, Int4Weight):
+        raise TypeError(
+            "qweight must be a warpgauge.Int4Weight from warpgauge.quantize_int4(weight), "
+            f"got {type(qweight).__name__}"
+        )
+    if _use_op(x):
+        return torch.ops.warpgauge.int4_linear(
+            x, qweight.packed, qweight.scales, qweight.group_size
+        )
+    return _int4.int4_linear(x, qweight)

@@ -1,0 +1,650 @@
+"""INT4 weight-only linear: ``y = x @ W.T`` with ``W`` held as packed INT4 + group scales.
+
+``W`` is an :class:`warpgauge.quant.Int4Weight` (layout and contract in ``warpgauge/quant.py``):
+``packed`` uint8 ``(N, K // 2)`` with group ``g`` of row ``n`` in ``group_size // 2`` contiguous
+bytes, and ``scales`` ``(N, K // group_size)``. ``x`` is ``(..., K)`` in the scales' dtype (FP16 or
+BF16); ``y`` is ``(..., N)`` in ``x.dtype``. All products accumulate in FP32 and round once.
+
+Paths (chosen by :class:`Int4Plan`; tests can force any of them with ``plan=``)
+
+- **GEMV, FMA** (``block_m == 1``; the plan uses it for M == 1 when ``group_size % 8 == 0``): one
+  program owns ``BLOCK_N`` output features of one x row and streams their weight as 32-bit words
+  (8 nibbles), ``GROUPS_PER_ITER`` groups per step, issuing the next step's loads before it computes
+  the current one. Nibbles are decoded in place with the float exponent trick (see ``_nib``: one
+  LOP3 and one FADD per value, no shifts and no int->float conversion, which runs at 1/8 rate on
+  Hopper), multiplied with x by FFMA, summed per group, and each group's sum is multiplied by its
+  scale. ~4.5 SASS instructions per weight value on sm_90 (compiled and counted, not yet timed).
+- **GEMV, tensor cores** (``block_m == 16``; the plan uses it for 2 <= M <= 16) and **tiled**
+  (``block_m`` 32..128 for M > 16): one program owns a ``BLOCK_N x BLOCK_M`` tile of ``y^T``. Per
+  group it unpacks the ``BLOCK_N x group`` weight tile to exact 16-bit integers (exponent trick in
+  FP16/BF16), runs ``tl.dot(W_q, x^T)`` with FP32 accumulation (the weight is the dot's M side, so
+  it can stay in registers for wgmma), and adds ``partial * scale``. The dequantized weight exists
+  only as a register tile; x is read in its own dtype (no FP32 copy); the weight is read once per
+  M-tile (exactly once for M <= 16).
+- **Split-K** (``split_k > 1``, any of the above): ``split_k`` programs per output tile each take a
+  contiguous range of groups and write FP32 partials ``[split_k, M, N]``; a second kernel adds them
+  in the fixed order ``0, 1, ..., split_k - 1`` and rounds once. No atomics: bit-identical run to
+  run. The partials are the only scratch memory.
+
+``int4_linear_grad_input(grad_out, W)`` computes ``grad_out @ W`` (frozen-weight adapter training)
+with the same on-the-fly dequantization. There the scale varies along the reduction (over N), so it
+cannot be applied after the dot; instead ``w = q * s`` (exact in FP32) is split into two 16-bit
+parts ``hi = dtype(w)``, ``lo = dtype(w - hi)`` whose sum is exactly ``w`` (``q * s`` has at most
+14 significant bits), and both go through ``tl.dot``: the product is that of the exact weight.
+
+N and K (the weight's shape) keep Triton's divisibility specialization; M (the token count) is
+never specialized, so a new batch size never compiles a new kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from .._checks import HALF_DTYPES, check_same_device, check_tensor
+from .._device import device_info, interpreter_enabled
+from ..quant import Int4Weight, check_group_size
+from ._launch import empty
+from .work import Work, esize
+
+__all__ = [
+    "Int4Plan",
+    "int4_linear",
+    "int4_linear_packed",
+    "int4_linear_grad_input",
+    "int4_linear_grad_input_packed",
+    "work",
+]
+
+# --------------------------------------------------------------------------------------------
+# Plan
+
+
+# Thresholds. The instruction counts come from compiling for sm_90a and reading the SASS of the
+# main loop (no GPU needed); the bandwidth numbers are H200 datasheet-level estimates. None is a
+# timing yet: the lead's sweep on the H200 should confirm or move them.
+GEMV_MAX_M = 16  # one 16-row tensor-core tile of x holds the whole batch: the weight is read once
+# M == 1 runs on CUDA cores: ~4.5 SASS instructions per weight value (LOP3 + FADD + FFMA + x
+# handling) with 64 rows x 2 warps per program, vs 8+ for the byte-wise decode it replaced.
+FMA_MAX_M = 1
+FMA_BLOCK_N = 64  # 64 rows / 64 threads: each thread decodes 4 rows per x value it converts
+FMA_NUM_WARPS = 2  # 123 registers -> up to 8 programs per SM
+FMA_K_PER_ITER = 128  # K values per FMA step: 64 rows x 64 B = 4 KB of weight per program per step
+# Enough programs to hide DRAM latency: each FMA program keeps ~2 x 4 KB of weight loads in flight
+# and an SM needs ~20 KB in flight (4.8 TB/s x ~0.6 us / 132 SMs): about 3 programs per SM.
+PROGRAMS_PER_SM = 3
+MIN_GROUPS_PER_SPLIT = 8  # each split streams >= 8 groups: its prologue and partial stay small
+MAX_SPLIT_K = 16
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(int(n), 1).bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class Int4Plan:
+    """Launch parameters of :func:`int4_linear`.
+
+    block_m: 1 = FMA GEMV, one x row per program; >= 16 (power of two) = tensor-core tiles of
+        ``block_m`` x rows (16 is the GEMV path, more is the tiled large-batch path).
+    block_n: output features per program (power of two >= 16).
+    groups_per_iter: K step of the FMA path in groups (power of two); the tensor-core paths step
+        one group at a time (ignored there).
+    split_k: programs along K per output tile; > 1 adds FP32 partials and a fixed-order reduction.
+    """
+
+    block_m: int
+    block_n: int
+    groups_per_iter: int = 1
+    split_k: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def __post_init__(self):
+        def pow2(v):
+            return isinstance(v, int) and v >= 1 and v & (v - 1) == 0
+
+        if not (self.block_m == 1 or (pow2(self.block_m) and self.block_m >= 16)):
+            raise ValueError(f"block_m must be 1 or a power of two >= 16, got {self.block_m}")
+        if not (pow2(self.block_n) and self.block_n >= 16):
+            raise ValueError(f"block_n must be a power of two >= 16, got {self.block_n}")
+        if not pow2(self.groups_per_iter):
+            raise ValueError(f"groups_per_iter must be a power of two, got {self.groups_per_iter}")
+        if not (isinstance(self.split_k, int) and 1 <= self.split_k <= 64):
+            raise ValueError(f"split_k must be an int in [1, 64], got {self.split_k}")
+        if not pow2(self.num_warps):
+            raise ValueError(f"num_warps must be a power of two, got {self.num_warps}")
+
+    @property
+    def path(self) -> str:
+        if self.block_m == 1:
+            return "gemv_fma"
+        return "gemv_dot" if self.block_m <= GEMV_MAX_M else "tiled"
+
+    def tiles(self, M: int, N: int) -> int:
+        return triton.cdiv(M, self.block_m) * triton.cdiv(N, self.block_n)
+
+    @classmethod
+    def for_shape(cls, M: int, N: int, K: int, sm_count: int, group_size: int = 128) -> Int4Plan:
+        """The rule:
+
+        1. M == 1 (and group_size % 8 == 0): FMA GEMV, ``block_n = 64`` with 2 warps,
+           ``FMA_K_PER_ITER`` (128) values of K per step.
+           2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 64``.
+           M > 16: tiled, ``block_m = min(128, next_pow2(M))``, ``block_n = 128``.
+           ``block_n`` never exceeds ``next_pow2(N)`` (>= 16).
+        2. Split K (doubling, at most ``MAX_SPLIT_K``) while the output tiles alone give fewer than
+           ``PROGRAMS_PER_SM * sm_count`` programs and every split keeps at least
+           ``MIN_GROUPS_PER_SPLIT`` groups.
+        """
+        n_groups = max(K // group_size, 1)
+        n_cap = max(16, triton.next_power_of_2(N))
+        if M <= FMA_MAX_M and group_size % 8 == 0:
+            gpi = min(
+                _pow2_floor(max(1, FMA_K_PER_ITER // group_size)), triton.next_power_of_2(n_groups)
+            )
+            plan = dict(
+                block_m=1,
+                block_n=min(FMA_BLOCK_N, n_cap),
+                groups_per_iter=gpi,
+                num_warps=FMA_NUM_WARPS,
+                num_stages=1,
+            )
+        elif M <= GEMV_MAX_M:
+            plan = dict(block_m=16, block_n=min(64, n_cap), num_stages=3)
+        else:
+            bm = min(128, max(16, triton.next_power_of_2(M)))
+            # 8 warps from 64 rows up: 64x128 with 4 warps spills (255 registers) on sm_90.
+            plan = dict(
+                block_m=bm, block_n=min(128, n_cap), num_warps=8 if bm >= 64 else 4, num_stages=3
+            )
+        tiles = triton.cdiv(max(M, 1), plan["block_m"]) * triton.cdiv(N, plan["block_n"])
+        split = 1
+        while (
+            tiles * split < PROGRAMS_PER_SM * sm_count
+            and n_groups >= 2 * split * MIN_GROUPS_PER_SPLIT
+            and split < MAX_SPLIT_K
+        ):
+            split *= 2
+        return cls(split_k=split, **plan)
+
+
+# --------------------------------------------------------------------------------------------
+# Kernels
+
+
+# FMA GEMV nibble decoding. The weight is read as int32 words (8 nibbles, k = 8*word + i). After
+# w ^= 0x88888888 every nibble holds u = q + 8. For a nibble at bit position 4p (p <= 4), the
+# float with bits (w & (0xF << 4p)) | 0x4B000000 is exactly 2**23 + u * 16**p, so subtracting
+# C_p = 2**23 + 8 * 16**p leaves q * 16**p: one LOP3 (the magic is a register operand) and one FADD
+# per value, no shifts, no byte extraction, no int->float conversion. x is pre-scaled by 16**-p, so
+# the FFMA accumulates exactly q * x. Nibbles 5..7 are reached by one shift of the word by 12.
+_MAGIC_F32 = 0x4B000000
+_XOR8 = tl.constexpr(-0x77777778)  # 0x88888888 as an int32
+
+
+@triton.jit
+def _nib(w, MASK: tl.constexpr, magic, C: tl.constexpr):
+    return ((w & MASK) | magic).to(tl.float32, bitcast=True) - C
+
+
+@triton.jit
+def _fma_load(w_ptrs, x_ptrs, s_ptrs, g0, g_limit,
+              GROUP: tl.constexpr, WPAD: tl.constexpr, GPI: tl.constexpr):  # fmt: skip
+    """One K step of the FMA GEMV (groups g0 .. g0 + GPI - 1): weight words [BN, GPI, WPAD],
+    x [GPI, WPAD, 8], scales [BN, GPI]. Groups at or past ``g_limit`` (the end of this program's
+    range) load nothing and read as zeros."""
+    WORDS: tl.constexpr = GROUP // 8
+    gmask = (g0 + tl.arange(0, GPI)) < g_limit
+    if WPAD == WORDS:
+        wmask = gmask[None, :, None]
+        xmask = gmask[:, None, None]
+    else:  # group_size / 8 not a power of two: pad the group's words
+        wi = tl.arange(0, WPAD)
+        wmask = gmask[None, :, None] & (wi < WORDS)[None, None, :]
+        xmask = gmask[:, None, None] & (wi < WORDS)[None, :, None]
+    b = tl.load(w_ptrs, mask=wmask, other=0)
+    xv = tl.load(x_ptrs, mask=xmask, other=0.0)
+    sc = tl.load(s_ptrs, mask=gmask[None, :], other=0.0)
+    return b, xv, sc
+
+
+@triton.jit
+def _gemv_fma(x_ptr, w_ptr, s_ptr, row, offs_n, it_start, it_end, n_groups, magic,
+              stride_xm, stride_xk, stride_wn, stride_sn,
+              GROUP: tl.constexpr, WPAD: tl.constexpr, BLOCK_N: tl.constexpr,
+              GPI: tl.constexpr):  # fmt: skip
+    # Per step: read BLOCK_N x GPI x GROUP/2 weight bytes (the DRAM stream) + BLOCK_N x GPI scales
+    # + GPI*GROUP x values (L1/L2). Per weight value: LOP3 + FADD + FFMA, plus 1/8 of (xor, shift,
+    # word sum) and x's conversion shared by the 4 rows a thread holds: ~4.5 SASS instructions.
+    WORDS: tl.constexpr = GROUP // 8
+    gi = tl.arange(0, GPI)
+    wi = tl.arange(0, WPAD)
+    ei = tl.arange(0, 8)
+    rows = offs_n.to(tl.int64)
+    g_start = it_start * GPI
+    w_ptrs = (
+        w_ptr
+        + rows[:, None, None] * stride_wn
+        + g_start * WORDS
+        + (gi[None, :, None] * WORDS + wi[None, None, :])
+    )
+    s_ptrs = s_ptr + rows[:, None] * stride_sn + g_start + gi[None, :]
+    koff = g_start * GROUP + gi[:, None, None] * GROUP + wi[None, :, None] * 8 + ei[None, None, :]
+    x_ptrs = x_ptr + row.to(tl.int64) * stride_xm + koff.to(tl.int64) * stride_xk
+    # x[k = 8w + i] is multiplied by 16**-p(i), p = (0, 1, 2, 3, 4, 2, 3, 4)[i] (exact scaling).
+    pos = ei - 3 * (ei >= 5).to(tl.int32)
+    xscale = ((127 - 4 * pos) << 23).to(tl.float32, bitcast=True)  # 2**(-4p), built exactly
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    g_limit = tl.minimum(it_end * GPI, n_groups)
+    # Register double-buffering: the next step's loads are issued before this step's math.
+    b, xv, sc = _fma_load(w_ptrs, x_ptrs, s_ptrs, g_start, g_limit, GROUP, WPAD, GPI)
+    for it in range(it_start, it_end):
+        w_ptrs += GPI * WORDS
+        x_ptrs += GPI * GROUP * stride_xk
+        s_ptrs += GPI
+        b_nx, x_nx, s_nx = _fma_load(
+            w_ptrs, x_ptrs, s_ptrs, (it + 1) * GPI, g_limit, GROUP, WPAD, GPI
+        )
+        x8 = xv.to(tl.float32) * xscale[None, None, :]
+        xa, xb = tl.split(tl.reshape(x8, (GPI, WPAD, 4, 2)))  # i even / odd
+        xa0, xa1 = tl.split(tl.reshape(xa, (GPI, WPAD, 2, 2)))  # i in {0, 4} / {2, 6}
+        xb0, xb1 = tl.split(tl.reshape(xb, (GPI, WPAD, 2, 2)))  # i in {1, 5} / {3, 7}
+        x0, x4 = tl.split(xa0)
+        x2, x6 = tl.split(xa1)
+        x1, x5 = tl.split(xb0)
+        x3, x7 = tl.split(xb1)
+        w = b ^ _XOR8
+        wh = w >> 12
+        t = _nib(w, 0xF, magic, 8388616.0) * x0[None, :, :]
+        t += _nib(w, 0xF0, magic, 8388736.0) * x1[None, :, :]
+        t += _nib(w, 0xF00, magic, 8390656.0) * x2[None, :, :]
+        t += _nib(w, 0xF000, magic, 8421376.0) * x3[None, :, :]
+        t += _nib(w, 0xF0000, magic, 8912896.0) * x4[None, :, :]
+        t += _nib(wh, 0xF00, magic, 8390656.0) * x5[None, :, :]
+        t += _nib(wh, 0xF000, magic, 8421376.0) * x6[None, :, :]
+        t += _nib(wh, 0xF0000, magic, 8912896.0) * x7[None, :, :]
+        p = tl.sum(t, axis=2)  # [BN, GPI]: one group's sum of q * x per row
+        acc += tl.sum(p * sc.to(tl.float32), axis=1)
+        b, xv, sc = b_nx, x_nx, s_nx
+    return acc
+
+
+@triton.jit
+def _dequant16(b, R: tl.constexpr, H: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr):
+    """uint8 bytes [R, H] -> the exact integers q as an [R, 2H] tile in k order (byte j holds
+    k = 2j and 2j + 1), 16-bit in x's dtype (FP32 under the interpreter, whose BF16 dot is wrong)."""
+    if UPCAST:
+        bi = b.to(tl.int32)
+        lo = ((bi & 0xF) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
+        hi = ((bi >> 4) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
+    else:
+        bi = b.to(tl.int16)
+        if X_BF16:  # bits 0x4300 + u = 128 + u in BF16
+            lo = ((bi & 0xF) ^ 0x4308).to(tl.bfloat16, bitcast=True) - 136.0
+            hi = ((bi >> 4) ^ 0x4308).to(tl.bfloat16, bitcast=True) - 136.0
+        else:  # bits 0x6400 + u = 1024 + u in FP16
+            lo = ((bi & 0xF) ^ 0x6408).to(tl.float16, bitcast=True) - 1032.0
+            hi = ((bi >> 4) ^ 0x6408).to(tl.float16, bitcast=True) - 1032.0
+    return tl.reshape(tl.join(lo, hi), (R, 2 * H))
+
+
+@triton.jit
+def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
+              stride_xm, stride_xk, stride_wn, stride_sn,
+              GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+    # Per group: read BLOCK_N x GROUP/2 weight bytes + BLOCK_N scales (DRAM stream) and the
+    # GROUP x BLOCK_M slice of x (L2); one [BLOCK_N, GROUP] x [GROUP, BLOCK_M] tensor-core product.
+    HALF: tl.constexpr = GROUP // 2
+    jj = tl.arange(0, HALF_PAD)
+    cc = tl.arange(0, 2 * HALF_PAD)
+    w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn + g_start * HALF + jj[None, :]
+    x_ptrs = (
+        x_ptr
+        + (g_start * GROUP + cc).to(tl.int64)[:, None] * stride_xk
+        + offs_m.to(tl.int64)[None, :] * stride_xm
+    )
+    s_ptrs = s_ptr + offs_n.to(tl.int64) * stride_sn + g_start
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for _ in range(g_start, g_end):
+        if HALF_PAD == HALF:
+            b = tl.load(w_ptrs)
+            xt = tl.load(x_ptrs)
+        else:
+            b = tl.load(w_ptrs, mask=(jj < HALF)[None, :], other=0)
+            xt = tl.load(x_ptrs, mask=(cc < GROUP)[:, None], other=0.0)
+        sc = tl.load(s_ptrs).to(tl.float32)
+        w_ptrs += HALF
+        x_ptrs += GROUP * stride_xk
+        s_ptrs += 1
+        wq = _dequant16(b, BLOCK_N, HALF_PAD, X_BF16, UPCAST)
+        if UPCAST:
+            xt = xt.to(tl.float32)
+        part = tl.dot(wq, xt)  # exact integer weights: the scale is applied once per group
+        acc += part * sc[:, None]
+    return acc
+
+
+@triton.jit(do_not_specialize=["M", "magic"])
+def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
+                    stride_xm, stride_xk, stride_wn, stride_sn, stride_ym, stride_yn,
+                    GROUP: tl.constexpr, HALF_PAD: tl.constexpr, WPAD: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GPI: tl.constexpr,
+                    SPLIT_K: tl.constexpr, X_BF16: tl.constexpr,
+                    UPCAST: tl.constexpr):  # fmt: skip
+    # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K, write y M*N; with
+    # SPLIT_K > 1 also write + read SPLIT_K*M*N FP32 partials. FLOPs 2*M*N*K.
+    # w_ptr: the packed weight as int32 words (BLOCK_M == 1) or bytes (tensor-core paths);
+    # stride_wn counts those elements. magic = 0x4B000000, a runtime value so that it sits in a
+    # register and each nibble decodes with one LOP3 (an immediate would split it in two).
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    pid_m = pid % num_pid_m  # M-tiles of one N-tile run together: its weight bytes stay in L2
+    pid_n = pid // num_pid_m
+    n_groups = K // GROUP
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows_n = offs_n % N  # wrapped: the last tile re-reads valid rows, only the store is masked
+    if BLOCK_M == 1:
+        n_iters = tl.cdiv(n_groups, GPI)
+        per_split = tl.cdiv(n_iters, SPLIT_K)
+        it_start = pid_k * per_split
+        it_end = tl.minimum(it_start + per_split, n_iters)
+        acc = _gemv_fma(x_ptr, w_ptr, s_ptr, pid_m, rows_n, it_start, it_end, n_groups, magic,
+                        stride_xm, stride_xk, stride_wn, stride_sn,
+                        GROUP, WPAD, BLOCK_N, GPI)  # fmt: skip
+        n_mask = offs_n < N
+        if SPLIT_K == 1:
+            y_ptrs = y_ptr + pid_m.to(tl.int64) * stride_ym + offs_n.to(tl.int64) * stride_yn
+            tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
+        else:
+            p_ptrs = part_ptr + (pid_k * M + pid_m).to(tl.int64) * N + offs_n
+            tl.store(p_ptrs, acc, mask=n_mask)
+    else:
+        per_split = tl.cdiv(n_groups, SPLIT_K)
+        g_start = pid_k * per_split
+        g_end = tl.minimum(g_start + per_split, n_groups)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        acc = _tile_dot(x_ptr, w_ptr, s_ptr, offs_m % M, rows_n, g_start, g_end,
+                        stride_xm, stride_xk, stride_wn, stride_sn,
+                        GROUP, HALF_PAD, BLOCK_M, BLOCK_N, X_BF16, UPCAST)  # fmt: skip
+        mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
+        if SPLIT_K == 1:
+            y_ptrs = (
+                y_ptr
+                + offs_m.to(tl.int64)[None, :] * stride_ym
+                + offs_n.to(tl.int64)[:, None] * stride_yn
+            )
+            tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+        else:
+            p_ptrs = (
+                part_ptr
+                + (pid_k * M + offs_m).to(tl.int64)[None, :] * N
+                + offs_n.to(tl.int64)[:, None]
+            )
+            tl.store(p_ptrs, acc, mask=mask)
+
+
+@triton.jit
+def _splitk_reduce_kernel(part_ptr, y_ptr, total, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
+    # I/O: read SPLIT_K*M*N FP32 partials, write M*N outputs. Fixed order 0..SPLIT_K-1: deterministic.
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < total
+    acc = tl.load(part_ptr + offs, mask=mask, other=0.0)
+    for s in tl.static_range(1, SPLIT_K):
+        acc += tl.load(part_ptr + s * total + offs, mask=mask, other=0.0)
+    tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=["M"])
+def _int4_grad_input_kernel(g_ptr, w_ptr, s_ptr, dx_ptr, M, N, K,
+                            stride_gm, stride_gn, stride_wn, stride_sn, stride_dm, stride_dk,
+                            GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+                            BLOCK_N: tl.constexpr, X_BF16: tl.constexpr,
+                            UPCAST: tl.constexpr):  # fmt: skip
+    # I/O (compulsory): read grad_out M*N + packed N*K/2 B + scales N*K/GROUP, write dx M*K.
+    # Each program owns dx[BLOCK_M rows, one group of columns] and reduces over all N.
+    # FLOPs 2*M*N*K (issued twice on tensor cores: the hi and lo halves of the exact weight).
+    HALF: tl.constexpr = GROUP // 2
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    pid_m = pid % num_pid_m
+    grp = pid // num_pid_m
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows_m = (offs_m % M).to(tl.int64)
+    jj = tl.arange(0, HALF_PAD)
+    cc = tl.arange(0, 2 * HALF_PAD)
+    rn = tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, 2 * HALF_PAD), dtype=tl.float32)
+    for n0 in range(0, N, BLOCK_N):
+        offs_n = n0 + rn
+        wrapped = (offs_n % N).to(tl.int64)  # valid rows for the weight; grad_out is zero past N
+        g = tl.load(
+            g_ptr + rows_m[:, None] * stride_gm + offs_n.to(tl.int64)[None, :] * stride_gn,
+            mask=(offs_n < N)[None, :],
+            other=0.0,
+        )
+        w_ptrs = w_ptr + wrapped[:, None] * stride_wn + grp * HALF + jj[None, :]
+        if HALF_PAD == HALF:
+            b = tl.load(w_ptrs)
+        else:
+            b = tl.load(w_ptrs, mask=(jj < HALF)[None, :], other=0)
+        sc = tl.load(s_ptr + wrapped * stride_sn + grp).to(tl.float32)
+        bi = b.to(tl.int32)
+        lo = ((bi & 0xF) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
+        hi = ((bi >> 4) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
+        w = tl.reshape(tl.join(lo, hi), (BLOCK_N, 2 * HALF_PAD)) * sc[:, None]  # exact in FP32
+        w_hi = w.to(g.dtype)
+        w_lo = (w - w_hi.to(tl.float32)).to(g.dtype)  # w_hi + w_lo == w exactly
+        if UPCAST:
+            g32 = g.to(tl.float32)
+            acc = tl.dot(g32, w_hi.to(tl.float32), acc)
+            acc = tl.dot(g32, w_lo.to(tl.float32), acc)
+        else:
+            acc = tl.dot(g, w_hi, acc)
+            acc = tl.dot(g, w_lo, acc)
+    col = grp * GROUP + cc
+    dx_ptrs = (
+        dx_ptr + offs_m.to(tl.int64)[:, None] * stride_dm + col.to(tl.int64)[None, :] * stride_dk
+    )
+    tl.store(
+        dx_ptrs,
+        acc.to(dx_ptr.dtype.element_ty),
+        mask=(offs_m[:, None] < M) & (cc[None, :] < GROUP),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Launchers
+
+REDUCE_BLOCK = 1024
+GRAD_BLOCK_N = 64  # reduction step (rows of W) of the grad-input kernel
+
+
+def _alloc(shape, dtype, device) -> torch.Tensor:
+    """Output / scratch allocation (NaN-poisoned under WARPGAUGE_POISON_OUTPUTS; a seam tests
+    can also patch)."""
+    return empty(shape, dtype, device)
+
+
+def _half_pad(group_size: int) -> int:
+    # Lanes per group half, a power of two >= 8 so that a group is >= 16 dot lanes.
+    return max(8, triton.next_power_of_2(group_size // 2))
+
+
+def _check_weight(packed: torch.Tensor, scales: torch.Tensor, group_size: int) -> tuple[int, int]:
+    group_size = check_group_size(group_size)
+    if isinstance(packed, torch.Tensor) and packed.dtype != torch.uint8:
+        raise TypeError(
+            f"packed has dtype {str(packed.dtype).replace('torch.', '')}; INT4 weights are packed "
+            "two per uint8 byte (build them with warpgauge.quant.quantize_int4 or pack_int4)"
+        )
+    check_tensor("packed", packed, (torch.uint8,))
+    check_tensor("scales", scales, HALF_DTYPES)
+    check_same_device([("packed", packed), ("scales", scales)])
+    if packed.dim() != 2 or scales.dim() != 2:
+        raise ValueError(
+            f"packed and scales must be 2-D, got {tuple(packed.shape)} and {tuple(scales.shape)}"
+        )
+    n, k = packed.shape[0], packed.shape[1] * 2
+    if k % group_size or tuple(scales.shape) != (n, k // group_size):
+        raise ValueError(
+            f"scales has shape {tuple(scales.shape)}; packed {tuple(packed.shape)} with "
+            f"group_size={group_size} needs ({n}, {k // group_size}) and K={k} a multiple of "
+            f"{group_size}"
+        )
+    if not (packed.is_contiguous() and scales.is_contiguous()):
+        raise ValueError("packed and scales must be contiguous; pass .contiguous() copies")
+    return n, k
+
+
+def _as_rows(name: str, t: torch.Tensor, width: int, width_name: str) -> torch.Tensor:
+    if t.dim() < 1 or t.shape[-1] != width:
+        raise ValueError(
+            f"{name} has shape {tuple(t.shape)}; its last dimension must be {width_name} = {width}"
+        )
+    return t.reshape(-1, width)  # a view whenever the leading dims allow it; strides are passed
+
+
+def _check_act_dtype(name: str, t: torch.Tensor, scales: torch.Tensor) -> None:
+    if t.dtype != scales.dtype:
+        n = lambda d: str(d).replace("torch.", "")  # noqa: E731
+        raise TypeError(
+            f"{name} has dtype {n(t.dtype)} but the INT4 weight's scales are {n(scales.dtype)}; "
+            f"the kernel computes in the scales' dtype: pass {name}.to(torch.{n(scales.dtype)}) "
+            f"or quantize the weight from a {n(t.dtype)} tensor"
+        )
+
+
+def _check_plan(plan, M, N, K, group_size, sm_count) -> Int4Plan:
+    if plan is None:
+        return Int4Plan.for_shape(M, N, K, sm_count, group_size)
+    if not isinstance(plan, Int4Plan):
+        raise TypeError(f"plan must be an Int4Plan (or None), got {type(plan).__name__}")
+    return plan
+
+
+def int4_linear_packed(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales: torch.Tensor,
+    group_size: int,
+    plan: Int4Plan | None = None,
+) -> torch.Tensor:
+    """``x @ W.T`` with ``W`` given as its tensors (the form to register with torch.library)."""
+    check_tensor("x", x, HALF_DTYPES)
+    N, K = _check_weight(packed, scales, group_size)
+    check_same_device([("x", x), ("packed", packed)])
+    _check_act_dtype("x", x, scales)
+    x2 = _as_rows("x", x, K, "the weight's K")
+    M = x2.shape[0]
+    y = _alloc((M, N), x.dtype, x.device)
+    out = y.view(*x.shape[:-1], N)
+    if M == 0:
+        return out
+    plan = _check_plan(plan, M, N, K, group_size, device_info(x.device).sm_count)
+    if plan.block_m == 1 and group_size % 8:
+        raise ValueError(
+            f"the FMA GEMV path (plan.block_m == 1) reads whole 32-bit words per group and needs "
+            f"group_size % 8 == 0, got {group_size}; use a plan with block_m >= 16"
+        )
+    upcast = interpreter_enabled() and x.dtype == torch.bfloat16
+    grid = (plan.tiles(M, N), plan.split_k)
+    part = y if plan.split_k == 1 else _alloc((plan.split_k, M, N), torch.float32, x.device)
+    w = packed
+    if plan.block_m == 1:
+        try:
+            w = packed.view(torch.int32)  # 8 nibbles per load element (K % 8 == 0 here)
+        except RuntimeError:
+            raise ValueError(
+                "packed must start at a 4-byte aligned offset for the FMA GEMV path; pass "
+                "packed.clone() or a plan with block_m >= 16"
+            ) from None
+    torch.library.wrap_triton(_int4_mm_kernel)[grid](
+        x2, w, scales, y, part, M, N, K, _MAGIC_F32,
+        x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),
+        GROUP=group_size, HALF_PAD=_half_pad(group_size),
+        WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
+        BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
+        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast,
+        num_warps=plan.num_warps, num_stages=plan.num_stages,
+    )  # fmt: skip
+    if plan.split_k > 1:
+        total = M * N
+        torch.library.wrap_triton(_splitk_reduce_kernel)[(triton.cdiv(total, REDUCE_BLOCK),)](
+            part, y, total, SPLIT_K=plan.split_k, BLOCK=REDUCE_BLOCK, num_warps=4
+        )
+    return out
+
+
+def int4_linear(
+    x: torch.Tensor, qweight: Int4Weight, *, plan: Int4Plan | None = None
+) -> torch.Tensor:
+    """``y = x @ W.T`` (like ``F.linear(x, W)``) for an INT4 weight ``W`` of shape ``(N, K)``.
+
+    ``x``: ``(..., K)``, FP16 or BF16, the same dtype as ``qweight.scales``; any strides.
+    Returns ``(..., N)`` in ``x.dtype``; FP32 accumulation, one rounding. ``plan`` overrides
+    :meth:`Int4Plan.for_shape` (tests use it to force a path).
+    """
+    if not isinstance(qweight, Int4Weight):
+        raise TypeError(
+            f"qweight must be a warpgauge.quant.Int4Weight (from quantize_int4), got "
+            f"{type(qweight).__name__}"
+        )
+    return int4_linear_packed(x, qweight.packed, qweight.scales, qweight.group_size, plan)
+
+
+def int4_linear_grad_input_packed(
+    grad_out: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group_size: int
+) -> torch.Tensor:
+    """``grad_out @ W`` with ``W`` given as its tensors (the form to register with torch.library)."""
+    check_tensor("grad_out", grad_out, HALF_DTYPES)
+    N, K = _check_weight(packed, scales, group_size)
+    check_same_device([("grad_out", grad_out), ("packed", packed)])
+    _check_act_dtype("grad_out", grad_out, scales)
+    g2 = _as_rows("grad_out", grad_out, N, "the weight's N")
+    M = g2.shape[0]
+    dx = _alloc((M, K), grad_out.dtype, grad_out.device)
+    out = dx.view(*grad_out.shape[:-1], K)
+    if M == 0:
+        return out
+    block_m, warps = (16, 4) if M <= GEMV_MAX_M else (64, 8)  # 64 rows x 4 warps: 188 registers
+    grid = (triton.cdiv(M, block_m) * (K // group_size),)
+    torch.library.wrap_triton(_int4_grad_input_kernel)[grid](
+        g2, packed, scales, dx, M, N, K,
+        g2.stride(0), g2.stride(1), packed.stride(0), scales.stride(0), dx.stride(0), dx.stride(1),
+        GROUP=group_size, HALF_PAD=_half_pad(group_size), BLOCK_M=block_m, BLOCK_N=GRAD_BLOCK_N,
+        X_BF16=grad_out.dtype == torch.bfloat16,
+        UPCAST=interpreter_enabled() and grad_out.dtype == torch.bfloat16,
+        num_warps=warps, num_stages=3,
+    )  # fmt: skip
+    return out
+
+
+def int4_linear_grad_input(grad_out: torch.Tensor, qweight: Int4Weight) -> torch.Tensor:
+    """``grad_x = grad_out @ W`` for ``y = x @ W.T`` with a frozen INT4 ``W`` (never materialized).
+
+    ``grad_out``: ``(..., N)`` in the scales' dtype. Returns ``(..., K)`` in that dtype.
+    """
+    if not isinstance(qweight, Int4Weight):
+        raise TypeError(
+            f"qweight must be a warpgauge.quant.Int4Weight (from quantize_int4), got "
+            f"{type(qweight).__name__}"
+        )
+    return int4_linear_grad_input_packed(
+        grad_out, qweight.packed, qweight.scales, qweight.group_size
+    )
+
+
+def work(M: int, N: int, K: int, group_size: int, dtype: torch.dtype) -> Work:
+    """Compulsory traffic of ``y[M, N] = x[M, K] @ W.T``: packed weight N*K/2 B, scales
+    N*K/group_size elements, x M*K and y M*N elements of ``dtype``; FLOPs 2*M*N*K."""
+    e = esize(dtype)
+    return Work(
+        bytes=N * K // 2 + N * (K // group_size) * e + M * K * e + M * N * e,
+        flops=2 * M * N * K,
+    )

@@ -1,0 +1,304 @@
+"""GEMM on small shapes: runs on the CPU through the Triton interpreter (TRITON_INTERPRET=1) or on
+a GPU. The interpreter uses one fixed tile config (32x32x16, GROUP_M=4); shapes below are picked
+against it (comments say which branch each one reaches). Full sizes: tests/gpu/test_gemm_int4_gpu.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from warpgauge._device import interpreter_enabled
+from warpgauge.kernels import gemm as gemm_mod
+from warpgauge.kernels.gemm import (
+    compiled_variants,
+    gemm,
+    gemm_backward,
+    gemm_grad_a,
+    gemm_grad_b,
+    work,
+)
+from warpgauge.reference import assert_close, gemm_ref
+
+pytestmark = pytest.mark.skipif(
+    not (interpreter_enabled() or torch.cuda.is_available()),
+    reason="needs a CUDA GPU or TRITON_INTERPRET=1",
+)
+
+DEV = "cpu" if interpreter_enabled() else "cuda"
+DTYPES = [torch.float16, torch.bfloat16]
+
+
+def rand(*shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype=dtype, device=DEV)
+
+
+def ref64(a, b):
+    return (a.double() @ b.double()).to(a.dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "M,N,K",
+    [
+        (1, 1, 1),  # everything is a tail: one program, K loop empty, masked K step
+        (37, 45, 50),  # partial tiles in M and N, 3 full K steps + a tail of 2
+        (32, 32, 32),  # exact tiles: no K tail
+        (160, 40, 20),  # 5 row-tiles > GROUP_M=4: the grouped order wraps into a second group
+        (3, 70, 9),  # skinny M, K < BLOCK_K (tail only)
+    ],
+)
+def test_gemm_matches_fp64(M, N, K, dtype):
+    a, b = rand(M, K, dtype=dtype, seed=1), rand(K, N, dtype=dtype, seed=2)
+    c = gemm(a, b)
+    assert c.shape == (M, N) and c.dtype == dtype and c.is_contiguous()
+    assert_close(c, gemm_ref(a, b), msg=f"{M}x{N}x{K} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemm_transposed_operands_read_through_strides(dtype):
+    at = rand(50, 37, dtype=dtype, seed=3)  # a = at.t(): column-major (37, 50)
+    w = rand(45, 50, dtype=dtype, seed=4)  # b = w.t(): the F.linear weight layout
+    a, b = at.t(), w.t()
+    assert not a.is_contiguous() and not b.is_contiguous()
+    assert_close(gemm(a, b), ref64(a, b))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemm_non_unit_strides_both_dims(dtype):
+    big_a = rand(80, 90, dtype=dtype, seed=5)
+    big_b = rand(120, 70, dtype=dtype, seed=6)
+    a = big_a[::2, 1::3]  # (40, 30), strides (180, 3)
+    b = big_b[1::4, ::2]  # (30, 35), strides (280, 2)
+    assert a.stride() == (180, 3) and b.stride() == (280, 2)
+    assert_close(gemm(a, b), ref64(a, b))
+
+
+def test_gemm_broadcast_zero_stride_operand():
+    row = rand(1, 33, dtype=torch.float16, seed=7)
+    a = row.expand(20, 33)  # stride (0, 1)
+    b = rand(33, 17, dtype=torch.float16, seed=8)
+    assert_close(gemm(a, b), ref64(a, b))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemm_writes_every_element_of_preallocated_out(dtype):
+    a, b = rand(37, 50, dtype=dtype, seed=9), rand(50, 45, dtype=dtype, seed=10)
+    out = torch.full((37, 45), float("nan"), dtype=dtype, device=DEV)
+    res = gemm(a, b, out=out)
+    assert res is out
+    assert_close(out, gemm_ref(a, b))
+
+
+def test_gemm_strided_out():
+    a, b = rand(20, 24, dtype=torch.float16, seed=11), rand(24, 36, dtype=torch.float16, seed=12)
+    buf = torch.full((36, 20), float("nan"), dtype=torch.float16, device=DEV)
+    out = buf.t()  # (20, 36) column-major
+    gemm(a, b, out=out)
+    assert_close(out, gemm_ref(a, b))
+
+
+def test_gemm_fp16_rounds_once_to_nearest_even():
+    # Integer products sum exactly in FP32; the results need FP16 rounding (spacing 2 above 2048,
+    # 4 above 4096), including ties, which must go to the even neighbour.
+    cols = {
+        2049.0: ([2047, 2], 2048.0),  # tie -> even
+        2051.0: ([2047, 4], 2052.0),  # tie -> even
+        2050.0: ([2047, 3], 2050.0),  # exact
+        4099.0: ([2047, 2048, 4], 4100.0),  # nearest
+        4098.0: ([2047, 2048, 3], 4096.0),  # tie -> even
+    }
+    K = 40
+    a = torch.ones(3, K, dtype=torch.float16, device=DEV)
+    b = torch.zeros(K, len(cols), dtype=torch.float16, device=DEV)
+    for j, (parts, _) in enumerate(cols.values()):
+        b[: len(parts), j] = torch.tensor(parts, dtype=torch.float16)
+    assert b.double().sum(0).tolist() == list(cols)
+    c = gemm(a, b)
+    assert torch.equal(c, gemm_ref(a, b))
+    assert c[0].tolist() == [want for _, want in cols.values()]
+
+
+def test_gemm_degenerate_sizes():
+    a, b = rand(0, 5, dtype=torch.float16), rand(5, 7, dtype=torch.float16)
+    assert gemm(a, b).shape == (0, 7)
+    a, b = rand(3, 0, dtype=torch.bfloat16), rand(0, 4, dtype=torch.bfloat16)
+    out = torch.full((3, 4), float("nan"), dtype=torch.bfloat16, device=DEV)
+    gemm(a, b, out=out)
+    assert torch.equal(out, torch.zeros_like(out))  # the empty sum
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    M=st.integers(1, 70),
+    N=st.integers(1, 70),
+    K=st.integers(1, 40),
+    ta=st.booleans(),
+    tb=st.booleans(),
+    dtype=st.sampled_from(DTYPES),
+)
+def test_gemm_property_any_shape_any_layout(M, N, K, ta, tb, dtype):
+    a = rand(K, M, dtype=dtype, seed=M).t() if ta else rand(M, K, dtype=dtype, seed=M)
+    b = rand(N, K, dtype=dtype, seed=N).t() if tb else rand(K, N, dtype=dtype, seed=N)
+    assert_close(gemm(a, b), ref64(a, b), msg=f"{M}x{N}x{K} ta={ta} tb={tb}")
+
+
+# ---- backward
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemm_backward_both(dtype):
+    M, K, N = 37, 50, 45
+    a = rand(M, K, dtype=dtype, seed=13)
+    w = rand(N, K, dtype=dtype, seed=14)
+    b = w.t()  # the linear-layer case: B is a transposed view
+    g = rand(M, N, dtype=dtype, seed=15)
+    da, db = gemm_backward(g, a, b, needs_a=True, needs_b=True)
+    assert da.shape == a.shape and db.shape == b.shape
+    assert da.dtype == db.dtype == dtype
+    assert_close(da, ref64(g, b.t()), msg="dA")
+    assert_close(db, ref64(a.t(), g), msg="dB")
+
+
+def test_gemm_backward_only_what_is_needed():
+    a, b = rand(9, 20, dtype=torch.float16, seed=16), rand(20, 11, dtype=torch.float16, seed=17)
+    g = rand(9, 11, dtype=torch.float16, seed=18)
+    da, db = gemm_backward(g, a, b, needs_a=True, needs_b=False)
+    assert db is None
+    assert_close(da, ref64(g, b.t()))
+    da, db = gemm_backward(g, a, b, needs_a=False, needs_b=True)
+    assert da is None
+    assert_close(db, ref64(a.t(), g))
+    assert gemm_backward(g, a, b, needs_a=False, needs_b=False) == (None, None)
+
+
+def test_gemm_single_gradient_launchers():
+    a, w = rand(12, 40, dtype=torch.bfloat16, seed=22), rand(30, 40, dtype=torch.bfloat16, seed=23)
+    g = rand(12, 30, dtype=torch.bfloat16, seed=24)
+    assert_close(gemm_grad_a(g, w.t()), ref64(g, w))
+    assert_close(gemm_grad_b(g, a), ref64(a.t(), g))
+    with pytest.raises(ValueError, match=r"grad_out.shape\[1\] \(30\) must equal b.shape\[1\]"):
+        gemm_grad_a(g, w)
+    with pytest.raises(ValueError, match=r"grad_out.shape\[0\] \(12\) must equal a.shape\[0\]"):
+        gemm_grad_b(g, a.t())
+
+
+def test_gemm_backward_matches_autograd_fp64():
+    a = rand(17, 21, dtype=torch.bfloat16, seed=19)
+    b = rand(21, 13, dtype=torch.bfloat16, seed=20)
+    g = rand(17, 13, dtype=torch.bfloat16, seed=21)
+    a64 = a.double().requires_grad_()
+    b64 = b.double().requires_grad_()
+    (a64 @ b64).backward(g.double())
+    da, db = gemm_backward(g, a, b)
+    assert_close(da, a64.grad.to(a.dtype))
+    assert_close(db, b64.grad.to(b.dtype))
+
+
+def test_gemm_backward_zero_tokens():
+    a, b = rand(0, 6, dtype=torch.float16), rand(6, 5, dtype=torch.float16)
+    g = rand(0, 5, dtype=torch.float16)
+    da, db = gemm_backward(g, a, b)
+    assert da.shape == (0, 6)
+    assert torch.equal(db, torch.zeros(6, 5, dtype=torch.float16, device=DEV))
+
+
+# ---- helpers
+
+
+def test_work_model():
+    w = work(4096, 4096, 4096, torch.bfloat16)
+    assert w.bytes == 3 * 4096 * 4096 * 2
+    assert w.flops == 2 * 4096**3
+    w = work(3, 5, 7, torch.float16)
+    assert w.bytes == (21 + 35 + 15) * 2 and w.flops == 210
+
+
+def test_bucket_and_layout_keys():
+    assert [gemm_mod._bucket(m) for m in (1, 2, 3, 1000, 1024, 1025, 10**6)] == [
+        1, 2, 4, 1024, 1024, 2048, gemm_mod.M_BUCKET_MAX,
+    ]  # fmt: skip
+    a = torch.empty(8, 4, dtype=torch.float16)
+    b = torch.empty(4, 6, dtype=torch.float16)
+    assert gemm_mod._layout(a, b) == 0b0101  # A along K, B along N
+    assert gemm_mod._layout(a.t().contiguous().t(), b.t().contiguous().t()) == 0b1010
+
+
+def test_compiled_variants_is_an_int():
+    n = compiled_variants()
+    assert isinstance(n, int) and n >= 0
+    if interpreter_enabled():
+        assert n == 0  # nothing is compiled by the interpreter
+
+
+# ---- errors
+
+
+def _ab(dtype=torch.float16):
+    return rand(4, 6, dtype=dtype), rand(6, 5, dtype=dtype)
+
+
+def test_error_non_tensor():
+    a, b = _ab()
+    with pytest.raises(TypeError, match="a must be a torch.Tensor"):
+        gemm([[1.0]], b)
+    with pytest.raises(TypeError, match="b must be a torch.Tensor"):
+        gemm(a, 3.0)
+
+
+def test_error_cpu_without_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    a, b = torch.randn(4, 6).half(), torch.randn(6, 5).half()
+    with pytest.raises(ValueError, match=r"a is a CPU tensor.*\.cuda\(\)"):
+        gemm(a, b)
+
+
+def test_error_dims():
+    a, b = _ab()
+    with pytest.raises(ValueError, match="a must be 2-D"):
+        gemm(a.reshape(2, 2, 6), b)
+    with pytest.raises(ValueError, match="b must be 2-D"):
+        gemm(a, b.reshape(-1))
+
+
+def test_error_inner_dims_name_the_shapes():
+    a, _ = _ab()
+    b = rand(7, 5, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"a is \(4, 6\) and b is \(7, 5\)"):
+        gemm(a, b)
+
+
+def test_error_dtype_mismatch_and_fp32():
+    a, b = _ab()
+    with pytest.raises(TypeError, match="cast one"):
+        gemm(a, b.to(torch.bfloat16))
+    with pytest.raises(TypeError, match=r"float32.*supported: float16, bfloat16.*\.to\("):
+        gemm(a.float(), b.float())
+
+
+def test_error_mismatched_devices():
+    a, b = _ab()
+    with pytest.raises(ValueError, match="same device"):
+        gemm(a, torch.empty(6, 5, dtype=torch.float16, device="meta"))
+
+
+def test_error_out_shape_dtype_overlap():
+    a, b = _ab()
+    with pytest.raises(ValueError, match=r"out has shape \(5, 4\).*\(4, 5\)"):
+        gemm(a, b, out=torch.empty(5, 4, dtype=torch.float16, device=DEV))
+    with pytest.raises(TypeError, match="out has dtype bfloat16"):
+        gemm(a, b, out=torch.empty(4, 5, dtype=torch.bfloat16, device=DEV))
+    sq = rand(5, 5, dtype=torch.float16)
+    with pytest.raises(ValueError, match="out shares memory with a"):
+        gemm(sq, sq.clone(), out=sq)
+
+
+def test_error_backward_shapes():
+    a, b = _ab()
+    with pytest.raises(ValueError, match="grad_out must be"):
+        gemm_backward(rand(4, 6, dtype=torch.float16), a, b)
+    with pytest.raises(TypeError, match="cast one"):
+        gemm_backward(rand(4, 5, dtype=torch.bfloat16), a, b)

@@ -1,0 +1,462 @@
+"""INT4 quantization (warpgauge.quant) and the INT4 linear kernels, on small shapes: runs on the
+CPU through the Triton interpreter (TRITON_INTERPRET=1, 4 pretend SMs) or on a GPU. Each kernel
+test names the path it reaches. Full sizes: tests/gpu/test_gemm_int4_gpu.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warpgauge._device import INTERPRETER_SM_COUNT, interpreter_enabled
+from warpgauge.kernels import int4 as int4_mod
+from warpgauge.kernels.int4 import (
+    Int4Plan,
+    int4_linear,
+    int4_linear_grad_input,
+    int4_linear_packed,
+    work,
+)
+from warpgauge.quant import Int4Weight, pack_int4, quantize_int4, unpack_int4
+from warpgauge.reference import assert_close, int4_linear_ref
+
+DEV = "cpu" if interpreter_enabled() else "cuda"
+DTYPES = [torch.float16, torch.bfloat16]
+kernels = pytest.mark.skipif(
+    not (interpreter_enabled() or torch.cuda.is_available()),
+    reason="needs a CUDA GPU or TRITON_INTERPRET=1",
+)
+
+
+def rand(*shape, dtype=torch.float32, seed=0, device=DEV):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype=dtype, device=device)
+
+
+def grad_ref(g, w_exact):
+    return (g.double() @ w_exact.double()).to(g.dtype)
+
+
+# =============================================================================================
+# quant.py (plain PyTorch, runs anywhere)
+
+
+def test_pack_unpack_all_16_values_exact():
+    vals = torch.arange(-8, 8, dtype=torch.int8)
+    q = torch.stack(torch.meshgrid(vals, vals, indexing="ij"), -1).reshape(1, -1)  # every pair
+    packed = pack_int4(q)
+    assert packed.dtype == torch.uint8 and packed.shape == (1, 256)
+    assert torch.equal(unpack_int4(packed), q)
+    assert sorted(set(packed.flatten().tolist())) == list(range(256))  # a bijection on bytes
+
+
+def test_nibble_order_against_hand_built_byte():
+    # even k -> low nibble, odd k -> high nibble, two's complement: 3 = 0x3, -2 = 0xE, -8 = 0x8
+    q = torch.tensor([[3, -2, -8, 7, 0, -1]], dtype=torch.int8)
+    assert pack_int4(q).tolist() == [[0xE3, 0x78, 0xF0]]
+    assert unpack_int4(torch.tensor([[0xE3, 0x78, 0xF0]], dtype=torch.uint8)).tolist() == q.tolist()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(-8, 7), min_size=2, max_size=64).filter(lambda v: len(v) % 2 == 0))
+def test_pack_unpack_roundtrip_property(values):
+    q = torch.tensor(values, dtype=torch.int8)
+    assert torch.equal(unpack_int4(pack_int4(q)), q)
+
+
+@pytest.mark.parametrize("bad", [8, -9, 100])
+def test_pack_rejects_out_of_range(bad):
+    q = torch.zeros(1, 4, dtype=torch.int8)
+    q[0, 1] = bad
+    with pytest.raises(ValueError, match=r"\[-8, 7\]"):
+        pack_int4(q)
+
+
+def test_pack_unpack_errors():
+    with pytest.raises(TypeError, match="integer"):
+        pack_int4(torch.zeros(1, 4))
+    with pytest.raises(ValueError, match="even last dimension"):
+        pack_int4(torch.zeros(1, 3, dtype=torch.int8))
+    with pytest.raises(TypeError, match="uint8"):
+        unpack_int4(torch.zeros(1, 4, dtype=torch.int8))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        pack_int4([1, 2])
+
+
+@pytest.mark.parametrize(
+    "wdtype,sdtype",
+    [
+        (torch.bfloat16, torch.bfloat16),
+        (torch.float16, torch.float16),
+        (torch.float32, torch.bfloat16),
+    ],
+)
+@pytest.mark.parametrize("group", [128, 32, 96])
+def test_quantize_dequantize_error_within_half_scale(wdtype, sdtype, group):
+    N, K = 24, 3 * group
+    w = (rand(N, K, seed=1) * torch.logspace(-3, 2, N).unsqueeze(1)).to(
+        wdtype
+    )  # rows of all scales
+    qw = quantize_int4(w, group)
+    assert qw.scales.dtype == sdtype and qw.dtype == sdtype
+    assert qw.packed.shape == (N, K // 2) and qw.scales.shape == (N, K // group)
+    assert qw.shape == (N, K) and qw.group_size == group
+    q = unpack_int4(qw.packed)
+    assert int(q.min()) >= -8 and int(q.max()) <= 7
+    s = qw.scales.double().repeat_interleave(group, dim=1)
+    err = (w.double() - qw.dequantize(torch.float64)).abs()
+    assert bool((err <= s / 2 * (1 + 1e-12)).all())
+    # The stored scale is absmax / 7 rounded once to its dtype.
+    absmax = w.double().reshape(N, K // group, group).abs().amax(-1)
+    assert torch.equal(qw.scales, (absmax / 7).to(sdtype))
+
+
+def test_dequantize_exact_in_fp32_and_default_dtype():
+    w = rand(8, 256, dtype=torch.float16, seed=2)
+    qw = quantize_int4(w)
+    exact = qw.dequantize(torch.float32)
+    q = unpack_int4(qw.packed).double()
+    s = qw.scales.double().repeat_interleave(128, dim=1)
+    assert torch.equal(exact.double(), q * s)  # q * s fits FP32 exactly
+    assert qw.dequantize().dtype == torch.float16
+    assert torch.equal(qw.dequantize(), exact.to(torch.float16))
+
+
+def test_zero_group_dequantizes_to_zero_not_nan():
+    w = rand(4, 256, dtype=torch.bfloat16, seed=3)
+    w[1, :128] = 0  # one all-zero group
+    w[2] = 0  # a whole zero row
+    qw = quantize_int4(w)
+    assert qw.scales[1, 0] == 0 and bool((qw.scales[2] == 0).all())
+    d = qw.dequantize(torch.float32)
+    assert bool(torch.isfinite(d).all())
+    assert bool((d[1, :128] == 0).all()) and bool((d[2] == 0).all())
+    assert bool((unpack_int4(qw.packed)[2] == 0).all())
+
+
+def test_int4weight_nbytes_to_and_validation():
+    qw = quantize_int4(rand(16, 256, dtype=torch.bfloat16, seed=4))
+    assert qw.nbytes == 16 * 128 + 16 * 2 * 2
+    moved = qw.to("cpu")
+    assert isinstance(moved, Int4Weight) and moved.device.type == "cpu"
+    assert torch.equal(moved.packed, qw.packed.cpu())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        qw.group_size = 64
+    with pytest.raises(ValueError, match=r"expected \(N, K // 2\)"):
+        Int4Weight(qw.packed[:, :64].contiguous(), qw.scales, (16, 256), 128)
+    with pytest.raises(ValueError, match="scales has shape"):
+        Int4Weight(qw.packed, qw.scales[:, :1].contiguous(), (16, 256), 128)
+    with pytest.raises(TypeError, match="scales must be float16 or bfloat16"):
+        Int4Weight(qw.packed, qw.scales.float(), (16, 256), 128)
+    with pytest.raises(ValueError, match="contiguous"):
+        Int4Weight(qw.packed.t().contiguous().t(), qw.scales, (16, 256), 128)
+
+
+def test_quantize_errors():
+    w = rand(4, 256, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="2-D"):
+        quantize_int4(w.reshape(2, 2, 256))
+    with pytest.raises(ValueError, match="multiple of 128"):
+        quantize_int4(rand(4, 200, dtype=torch.bfloat16))
+    for bad in (0, -2, 3):
+        with pytest.raises(ValueError, match="positive even integer"):
+            quantize_int4(w, bad)
+    for bad in (2.0, True, "128"):
+        with pytest.raises(TypeError, match="group_size must be a positive even int"):
+            quantize_int4(w, bad)
+    with pytest.raises(TypeError, match=r"float16, bfloat16 and float32.*\.to\("):
+        quantize_int4(torch.ones(4, 128, dtype=torch.int32))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        quantize_int4([[1.0] * 128])
+    w_inf = w.clone()
+    w_inf[0, 0] = float("inf")
+    with pytest.raises(ValueError, match="inf or NaN"):
+        quantize_int4(w_inf)
+
+
+# =============================================================================================
+# Plans
+
+
+def test_plan_rule_h200_anchor_shapes():
+    sm = 132
+    p = Int4Plan.for_shape(1, 28672, 8192, sm)
+    assert (p.path, p.block_n, p.num_warps, p.split_k) == ("gemv_fma", 64, 2, 1)  # 448 tiles
+    assert p.groups_per_iter == 1  # 128 K values per step
+    p = Int4Plan.for_shape(1, 8192, 8192, sm)
+    assert (p.path, p.split_k) == ("gemv_fma", 4)  # 128 tiles < 3 * 132: 512 programs
+    p = Int4Plan.for_shape(1, 4096, 4096, sm)
+    assert (p.path, p.split_k) == ("gemv_fma", 4)  # 32 groups: at most 4 splits of 8
+    p = Int4Plan.for_shape(1, 4096, 14336, sm)
+    assert (p.path, p.split_k) == ("gemv_fma", 8)
+    p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=32)
+    assert p.groups_per_iter == 4
+    p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=4)  # words need group % 8 == 0
+    assert p.path == "gemv_dot"
+    p = Int4Plan.for_shape(16, 28672, 8192, sm)
+    assert (p.path, p.block_m, p.block_n, p.split_k) == ("gemv_dot", 16, 64, 1)
+    p = Int4Plan.for_shape(4096, 4096, 4096, sm)
+    assert (p.path, p.block_m, p.num_warps, p.split_k) == ("tiled", 128, 8, 1)
+    p = Int4Plan.for_shape(17, 4096, 4096, sm)
+    assert (p.path, p.block_m, p.num_warps) == ("tiled", 32, 4)
+
+
+def test_plan_rule_small_k_never_splits_below_min_groups():
+    p = Int4Plan.for_shape(1, 16, 1024, 132)  # 8 groups: splitting would leave < 8 per split
+    assert p.split_k == 1
+
+
+def test_plan_validation():
+    with pytest.raises(ValueError, match="block_m"):
+        Int4Plan(block_m=8, block_n=32)
+    with pytest.raises(ValueError, match="block_n"):
+        Int4Plan(block_m=1, block_n=24)
+    with pytest.raises(ValueError, match="split_k"):
+        Int4Plan(block_m=1, block_n=32, split_k=0)
+    with pytest.raises(ValueError, match="groups_per_iter"):
+        Int4Plan(block_m=1, block_n=32, groups_per_iter=3)
+
+
+def test_work_model():
+    w = work(1, 8192, 8192, 128, torch.bfloat16)
+    assert w.bytes == 8192 * 4096 + 8192 * 64 * 2 + 8192 * 2 + 8192 * 2
+    assert w.flops == 2 * 8192 * 8192
+
+
+# =============================================================================================
+# Kernels
+
+
+@pytest.fixture
+def poison(monkeypatch):
+    """Every output and split-K scratch buffer the launchers allocate starts as NaN."""
+
+    def nan_alloc(shape, dtype, device):
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+    monkeypatch.setattr(int4_mod, "_alloc", nan_alloc)
+
+
+def _case(M, N, K, group, dtype, seed=0):
+    w = rand(N, K, dtype=dtype, seed=seed)
+    qw = quantize_int4(w, group)
+    x = rand(M, K, dtype=dtype, seed=seed + 1)
+    return x, qw, qw.dequantize(torch.float32)
+
+
+SM = INTERPRETER_SM_COUNT if interpreter_enabled() else None
+
+
+def _plan(M, N, K, group):
+    sm = SM or torch.cuda.get_device_properties(0).multi_processor_count
+    return Int4Plan.for_shape(M, N, K, sm, group)
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "M,N,K,group,path",
+    [
+        (1, 37, 384, 128, "gemv_fma"),  # odd N; 3 groups: K not a multiple of the 2-group step
+        (3, 40, 96, 32, "gemv_dot"),  # M padded to a 16-row tile; small groups
+        (16, 64, 256, 128, "gemv_dot"),  # a full 16-row tile
+        (17, 24, 192, 96, "tiled"),  # M > 16; group/2 = 48 is not a power of two (padded lanes)
+    ],
+)
+def test_int4_linear_default_plan(M, N, K, group, path, dtype, poison):
+    x, qw, w_exact = _case(M, N, K, group, dtype)
+    plan = _plan(M, N, K, group)
+    assert plan.path == path
+    y = int4_linear(x, qw)
+    assert y.shape == (M, N) and y.dtype == dtype
+    assert_close(y, int4_linear_ref(x, w_exact), msg=f"{plan}")
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_int4_linear_default_plan_splits_k(dtype, poison):
+    M, N, K, group = 1, 48, 512, 32  # 1 tile of 64 rows on 4 SMs, 16 groups: split 2
+    plan = _plan(M, N, K, group)
+    assert plan.split_k == 2 and plan.path == "gemv_fma"
+    x, qw, w_exact = _case(M, N, K, group, dtype, seed=5)
+    assert_close(int4_linear(x, qw), int4_linear_ref(x, w_exact))
+
+
+FORCED = [
+    Int4Plan(block_m=1, block_n=16, groups_per_iter=2, split_k=1),  # FMA, 2 groups per step
+    Int4Plan(
+        block_m=1, block_n=32, groups_per_iter=4, split_k=3
+    ),  # FMA split; a split may be empty
+    Int4Plan(block_m=16, block_n=16, split_k=1),  # tensor-core GEMV
+    Int4Plan(block_m=16, block_n=32, split_k=2),  # tensor-core GEMV, split
+    Int4Plan(block_m=32, block_n=16, split_k=4),  # tiled, split (more splits than some ranges)
+]
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M", [1, 3, 16, 17])
+@pytest.mark.parametrize(
+    "plan", FORCED, ids=lambda p: f"{p.path}-s{p.split_k}-g{p.groups_per_iter}"
+)
+def test_int4_linear_every_forced_path(plan, M, dtype, poison):
+    N, K, group = 21, 320, 64  # odd N, 5 groups: not a multiple of any step or split
+    x, qw, w_exact = _case(M, N, K, group, dtype, seed=M)
+    y = int4_linear(x, qw, plan=plan)
+    assert_close(y, int4_linear_ref(x, w_exact), msg=f"M={M} {plan}")
+
+
+@kernels
+@pytest.mark.parametrize(
+    "plan",
+    [
+        Int4Plan(block_m=1, block_n=16, groups_per_iter=1, split_k=4),
+        Int4Plan(block_m=16, block_n=16, split_k=4),
+    ],
+    ids=["fma", "dot"],
+)
+def test_int4_split_k_bit_identical_across_calls(plan):
+    x, qw, w_exact = _case(2, 40, 512, 64, torch.float16, seed=9)
+    first = int4_linear(x, qw, plan=plan)
+    for _ in range(3):
+        assert torch.equal(int4_linear(x, qw, plan=plan), first)
+    assert_close(first, int4_linear_ref(x, w_exact))
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_int4_linear_nd_and_strided_x(dtype, poison):
+    N, K, group = 20, 256, 128
+    _, qw, w_exact = _case(1, N, K, group, dtype, seed=11)
+    x3 = rand(2, 3, K, dtype=dtype, seed=12)
+    y3 = int4_linear(x3, qw)
+    assert y3.shape == (2, 3, N)
+    assert_close(y3, int4_linear_ref(x3, w_exact))
+    wide = rand(5, 2 * K, dtype=dtype, seed=13)
+    xs = wide[:, ::2]  # strided along K
+    assert_close(int4_linear(xs, qw), int4_linear_ref(xs, w_exact))
+    xt = rand(K, 4, dtype=dtype, seed=14).t()  # (4, K) column-major
+    assert_close(int4_linear(xt, qw), int4_linear_ref(xt, w_exact))
+
+
+@kernels
+def test_int4_linear_extreme_nibbles_and_zero_groups():
+    # Every code from -8 to 7, including -8 (which quantize never emits), and a zero-scale group.
+    N, K, group = 16, 256, 128
+    q = (torch.arange(N * K) % 16 - 8).to(torch.int8).reshape(N, K)
+    scales = rand(N, K // group, seed=15).abs().to(torch.float16)
+    scales[3, 1] = 0
+    qw = Int4Weight(pack_int4(q).to(DEV), scales.to(DEV), (N, K), group)
+    x = rand(1, K, dtype=torch.float16, seed=16)
+    for plan in (None, Int4Plan(block_m=16, block_n=16)):
+        assert_close(
+            int4_linear(x, qw, plan=plan), int4_linear_ref(x, qw.dequantize(torch.float32))
+        )
+
+
+@kernels
+def test_int4_group_not_multiple_of_8_uses_tensor_core_path(poison):
+    # Groups of 6: the FMA path reads 32-bit words (8 values) per group, so M == 1 goes to the
+    # tensor-core GEMV (3 bytes per group, padded to 8 lanes); forcing the FMA path is an error.
+    M, N, K, group = 1, 20, 60, 6
+    x, qw, w_exact = _case(M, N, K, group, torch.float16, seed=31)
+    assert _plan(M, N, K, group).path == "gemv_dot"
+    assert_close(int4_linear(x, qw), int4_linear_ref(x, w_exact))
+    g = rand(M, N, dtype=torch.float16, seed=32)
+    assert_close(int4_linear_grad_input(g, qw), grad_ref(g, w_exact))
+    with pytest.raises(ValueError, match="group_size % 8 == 0"):
+        int4_linear(x, qw, plan=Int4Plan(block_m=1, block_n=16))
+
+
+@kernels
+def test_int4_linear_empty_batch():
+    _, qw, _ = _case(1, 16, 128, 128, torch.bfloat16)
+    y = int4_linear(torch.empty(0, 128, dtype=torch.bfloat16, device=DEV), qw)
+    assert y.shape == (0, 16)
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "M,N,K,group",
+    [
+        (1, 37, 256, 128),  # odd N: the reduction's last step is partial
+        (3, 70, 192, 64),  # N > one 64-row reduction step
+        (17, 24, 192, 96),  # M > 16 (64-row tiles); padded group lanes
+    ],
+)
+def test_int4_grad_input(M, N, K, group, dtype, poison):
+    _, qw, w_exact = _case(M, N, K, group, dtype, seed=M + N)
+    g = rand(M, N, dtype=dtype, seed=21)
+    dx = int4_linear_grad_input(g, qw)
+    assert dx.shape == (M, K) and dx.dtype == dtype
+    assert_close(dx, grad_ref(g, w_exact))
+
+
+@kernels
+def test_int4_grad_input_nd_and_large_scales():
+    # Large-magnitude FP16 scales make q * s need all 14 bits: only the hi/lo split is exact.
+    N, K, group = 20, 128, 128
+    w = rand(N, K, dtype=torch.float16, seed=22) * 300
+    qw = quantize_int4(w, group)
+    g = rand(2, 3, N, dtype=torch.float16, seed=23)
+    dx = int4_linear_grad_input(g, qw)
+    assert dx.shape == (2, 3, K)
+    assert_close(dx, grad_ref(g, qw.dequantize(torch.float32)))
+
+
+@kernels
+def test_int4_packed_entry_point_matches():
+    x, qw, _ = _case(3, 24, 256, 128, torch.bfloat16, seed=30)
+    y = int4_linear_packed(x, qw.packed, qw.scales, qw.group_size)
+    assert torch.equal(y, int4_linear(x, qw))
+
+
+# ---- errors (validation runs before any launch)
+
+
+def test_errors_int4_linear(monkeypatch):
+    _, qw, _ = _case(1, 16, 256, 128, torch.bfloat16)
+    x = rand(2, 256, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="qweight must be a warpgauge.quant.Int4Weight"):
+        int4_linear(x, qw.dequantize())
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        int4_linear(x.tolist(), qw)
+    with pytest.raises(TypeError, match=r"scales are bfloat16.*x\.to\(torch\.bfloat16\)"):
+        int4_linear(x.half(), qw)
+    with pytest.raises(TypeError, match="float32.*supported: float16, bfloat16"):
+        int4_linear(x.float(), qw)
+    with pytest.raises(ValueError, match="last dimension must be the weight's K = 256"):
+        int4_linear(rand(2, 128, dtype=torch.bfloat16), qw)
+    with pytest.raises(TypeError, match="plan must be an Int4Plan"):
+        int4_linear(x, qw, plan={"block_m": 1})
+    with pytest.raises(ValueError, match="same device"):
+        int4_linear(torch.empty(2, 256, dtype=torch.bfloat16, device="meta"), qw)
+    with pytest.raises(ValueError, match="group_size|scales has shape"):
+        int4_linear_packed(x, qw.packed, qw.scales, 64)
+    with pytest.raises(ValueError, match="positive even integer"):
+        int4_linear_packed(x, qw.packed, qw.scales, 0)
+    with pytest.raises(TypeError, match="packed has dtype int8.*uint8"):
+        int4_linear_packed(x, qw.packed.view(torch.int8), qw.scales, 128)
+    with pytest.raises(TypeError, match="scales has dtype float32"):
+        int4_linear_packed(x, qw.packed, qw.scales.float(), 128)
+    with pytest.raises(ValueError, match="contiguous"):
+        int4_linear_packed(x, qw.packed.t().contiguous().t(), qw.scales, 128)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    cpu_qw = qw.to("cpu")
+    with pytest.raises(ValueError, match="CPU tensor"):
+        int4_linear(x.cpu(), cpu_qw)
+
+
+def test_errors_int4_grad_input():
+    _, qw, _ = _case(1, 16, 256, 128, torch.float16)
+    with pytest.raises(ValueError, match="last dimension must be the weight's N = 16"):
+        int4_linear_grad_input(rand(2, 256, dtype=torch.float16), qw)
+    with pytest.raises(TypeError, match="scales are float16"):
+        int4_linear_grad_input(rand(2, 16, dtype=torch.bfloat16), qw)
+    with pytest.raises(TypeError, match="qweight must be"):
+        int4_linear_grad_input(rand(2, 16, dtype=torch.float16), None)
