@@ -1,0 +1,211 @@
+"""``warpgauge``: one entry point, subcommands.
+
+    warpgauge bench [--suite NAME|FILE] [--ops a,b] [--quick] [--lanes cold,warm] [--out DIR]
+                    [--resume RUN] [--max-minutes M] [--precompile-workers N]
+    warpgauge report RUN          render report/ from the artifacts (no GPU needed)
+    warpgauge validate RUN        schema, checksums, coverage; non-zero exit with the reasons
+    warpgauge compare RUN_A RUN_B
+    warpgauge providers           every provider and whether it is usable here
+    warpgauge cuda-softmax ...    the CUDA softmax program (arguments are passed through)
+
+Heavy modules (torch, the kernels, rich) are imported inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Triton kernels with gated, honest, checksummed benchmark evidence.",
+    pretty_exceptions_enable=False,
+)
+
+
+def _fail(msg: str, code: int = 2) -> typer.Exit:
+    print(msg, file=sys.stderr)
+    return typer.Exit(code)
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    out: list[str] = []
+    for v in values:
+        out += [p for p in v.replace(",", " ").split() if p]
+    return out or None
+
+
+@app.command()
+def bench(
+    suite: Annotated[
+        str, typer.Option(help="Packaged suite name or path of a TOML file.")
+    ] = "default",
+    ops: Annotated[
+        list[str] | None, typer.Option(help="Operators to run (comma-separated or repeated).")
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option(help="Only the suite's quick shapes: a first look.")
+    ] = False,
+    lanes: Annotated[
+        str | None, typer.Option(help="cold, warm or cold,warm (default: the suite's).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Directory that receives <run-id>/.")] = Path("results"),
+    resume: Annotated[
+        str | None,
+        typer.Option(help="Finish an interrupted run (its directory, or its id under --out)."),
+    ] = None,
+    max_minutes: Annotated[
+        float | None,
+        typer.Option(
+            help="Stop starting new cases after this many minutes (default: the suite's, 9)."
+        ),
+    ] = None,
+    precompile_workers: Annotated[
+        int | None, typer.Option(help="Processes compiling ahead of measurement (0: none).")
+    ] = None,
+    device: Annotated[int, typer.Option(help="CUDA device index.")] = 0,
+) -> None:
+    """Gate, time and record every provider of every case of a suite (needs a CUDA GPU)."""
+    from warpgauge.bench.suite import Suite, SuiteError, load_suite
+
+    resume_dir: Path | None = None
+    try:
+        if resume:
+            resume_dir = Path(resume)
+            if not resume_dir.is_dir() and (out / resume).is_dir():
+                resume_dir = out / resume
+            if not (resume_dir / "run.json").is_file():
+                raise _fail(f"warpgauge bench: --resume {resume}: no run.json in {resume_dir}")
+            from warpgauge import artifacts
+
+            chosen = Suite.from_config(artifacts.load_run(resume_dir).run["config"])
+            if ops or quick or lanes or suite != "default":
+                print(
+                    "warpgauge bench: --resume measures the run's own suite; --suite/--ops/--quick/--lanes are ignored",
+                    file=sys.stderr,
+                )
+        else:
+            chosen = load_suite(
+                suite, quick=quick, ops=_split(ops), lanes=_split([lanes] if lanes else None)
+            )
+        chosen = chosen.with_overrides(
+            max_minutes=max_minutes, precompile_workers=precompile_workers
+        )
+    except SuiteError as e:
+        raise _fail(f"warpgauge bench: {e}") from None
+    except (OSError, ValueError) as e:
+        raise _fail(f"warpgauge bench: {e}") from None
+
+    import os
+
+    if os.environ.get("WARPGAUGE_POISON_OUTPUTS", "0") not in ("", "0"):
+        raise _fail(
+            "warpgauge bench: WARPGAUGE_POISON_OUTPUTS is set (a test setting that adds a NaN fill to "
+            "every warpgauge call); unset it to measure"
+        )
+    import torch
+
+    if not torch.cuda.is_available():
+        raise _fail(
+            "warpgauge bench: no CUDA GPU is visible here (torch.cuda.is_available() is False); "
+            "bench measures on a CUDA device only (try `warpgauge providers`, `report`, `validate`)"
+        )
+    from warpgauge.bench.runner import default_services, run_bench
+    from warpgauge.bench.ui import RichUI
+
+    ui = RichUI()
+    try:
+        services = default_services(chosen, device_index=device, ui=ui)
+    except RuntimeError as e:
+        raise _fail(f"warpgauge bench: cannot use CUDA device {device}: {e}") from None
+    argv = ["warpgauge", *sys.argv[1:]]
+    try:
+        outcome = run_bench(chosen, services, argv, out_root=out, resume=resume_dir)
+    except (OSError, SuiteError, ImportError, ValueError) as e:  # before the run could start
+        from warpgauge.bench.runner import format_error
+
+        raise _fail(f"warpgauge bench: could not start the run: {format_error(e)}", 1) from None
+    raise typer.Exit(outcome.exit_code)
+
+
+@app.command()
+def report(run: Annotated[Path, typer.Argument(help="Run directory.")]) -> None:
+    """Render report/report.md, report/report.html and plots from the run's artifacts."""
+    from warpgauge import report as report_mod
+
+    raise typer.Exit(report_mod.report_cli(run) or 0)
+
+
+@app.command()
+def validate(run: Annotated[Path, typer.Argument(help="Run directory.")]) -> None:
+    """Check schema, checksums and coverage; exit non-zero with the reasons."""
+    from warpgauge import artifacts
+
+    raise typer.Exit(artifacts.validate_cli(run) or 0)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="First run directory.")],
+    run_b: Annotated[Path, typer.Argument(help="Second run directory.")],
+) -> None:
+    """Compare two runs case by case."""
+    from warpgauge import compare as compare_mod
+
+    raise typer.Exit(compare_mod.compare_cli(run_a, run_b) or 0)
+
+
+@app.command()
+def providers() -> None:
+    """List every operator's providers and whether each is usable on this machine."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from warpgauge.bench.providers import describe
+
+    rows = describe()
+    t = Table(title="warpgauge providers (here)")
+    for col in ("op", "provider", "label", "family", "baseline", "here"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["op"], r["name"], r["label"], r["family"], "yes" if r["baseline"] else "",
+                  "available" if r["available"] else f"absent: {r['reason']}")  # fmt: skip
+    Console(highlight=False).print(t)
+
+
+@app.command(
+    "cuda-softmax",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def cuda_softmax(ctx: typer.Context) -> None:
+    """The CUDA softmax program; every argument is passed to it (try `cuda-softmax --help`)."""
+    raise typer.Exit(_cuda_softmax(list(ctx.args)))
+
+
+def _cuda_softmax(argv: list[str]) -> int:
+    from warpgauge import cuda_softmax as prog
+
+    return int(prog.main(argv) or 0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args and args[0] == "cuda-softmax":
+            sys.exit(_cuda_softmax(args[1:]))
+        app(args=args, prog_name="warpgauge")
+    except KeyboardInterrupt:
+        print("warpgauge: interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,252 @@
+"""Fakes for the bench tests (no tests here): a fake clock, a fake device backend that records
+every call, and a fake "add" operator on CPU tensors whose providers advance the fake clock.
+
+These exist only for tests: the command line always builds the CUDA backend."""
+
+from __future__ import annotations
+
+import torch
+
+from warpgauge.bench.providers import BuildContext, Built, OpSpec, Provider
+from warpgauge.bench.suite import Group, Sampling, Suite
+
+
+class FakeClock:
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+class FakeEvent:
+    def __init__(self):
+        self.t = None
+
+
+class FakeBackend:
+    """Events read the fake clock; flush and burst advance it; capture returns a loop."""
+
+    def __init__(self, clock: FakeClock, flush_s: float = 5e-6):
+        self.clock = clock
+        self.device = torch.device("cpu")
+        self.l2_bytes = 1 << 20
+        self.flush_bytes = 4 << 20
+        self.flush_s = flush_s
+        self.log: list = []
+        self.captures = 0
+
+    def events(self, n):
+        return [FakeEvent() for _ in range(n)]
+
+    def record(self, ev):
+        ev.t = self.clock.now()
+        self.log.append("record")
+
+    def elapsed_us(self, a, b):
+        return (b.t - a.t) * 1e6
+
+    def sync(self):
+        self.log.append("sync")
+
+    def flush(self):
+        self.clock.advance(self.flush_s)
+        self.log.append("flush")
+
+    def burst(self, ms):
+        self.clock.advance(ms / 1000.0)
+        self.log.append(("burst", ms))
+
+    def capture(self, fn, calls):
+        self.captures += 1
+        self.log.append(("capture", calls))
+        fn()  # warm-up call, as the CUDA backend does
+
+        def replay():
+            for _ in range(calls):
+                fn()
+
+        return replay
+
+    def release(self):
+        self.log.append("release")
+
+    def healthy(self):
+        return None
+
+
+def fake_provenance() -> dict:
+    return {
+        "git_commit": None,
+        "git_dirty": None,
+        "python": "3.11",
+        "packages": {
+            "torch": torch.__version__,
+            "triton": None,
+            "numpy": None,
+            "warpgauge": "0.1.0",
+        },
+        "gpu": None,
+        "driver": None,
+        "cuda": None,
+        "hostname": "test",
+        "platform": "test",
+    }
+
+
+def fake_telemetry() -> dict:
+    from warpgauge import environment
+
+    return environment.null_snapshot("fake device")
+
+
+class Counter:
+    def __init__(self):
+        self.calls: dict[str, int] = {}
+
+    def hit(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+
+def fake_add_spec(clock: FakeClock, counter: Counter, *, interrupt_after: int | None = None,
+                  extra: tuple = ()) -> OpSpec:  # fmt: skip
+    """A float32 "add" on CPU tensors. Costs (fake us per call) differ per provider so that the
+    statistics are predictable: warpgauge 10, torch 20, compile 15, peer 40."""
+
+    def inputs(ctx: BuildContext, g):
+        n = ctx.shape["numel"]
+        return {
+            "x": torch.randn(n, generator=g, dtype=ctx.dtype),
+            "y": torch.randn(n, generator=g, dtype=ctx.dtype),
+        }
+
+    def ref(inp, ctx):
+        from warpgauge.reference import add_ref
+
+        return (add_ref(inp["x"], inp["y"]),)
+
+    def good(name, cost_us, into_buffer=True):
+        def build(inp, ctx):
+            x, y = inp["x"], inp["y"]
+            out = torch.empty_like(x)
+
+            def fn():
+                counter.hit(name)
+                if interrupt_after is not None and sum(counter.calls.values()) >= interrupt_after:
+                    raise KeyboardInterrupt
+                clock.advance(cost_us * 1e-6)
+                if into_buffer:
+                    return torch.add(x, y, out=out)
+                return x + y
+
+            return Built(fn, out_buffers=(out,) if into_buffer else ())
+
+        return build
+
+    def wrong(inp, ctx):
+        x, y = inp["x"], inp["y"]
+
+        def fn():
+            counter.hit("wrong")
+            clock.advance(5e-6)
+            return x + 3 * y
+
+        return Built(fn)
+
+    def partial(inp, ctx):
+        x, y = inp["x"], inp["y"]
+        out = torch.empty_like(x)
+        half = x.numel() // 2
+
+        def fn():
+            counter.hit("partial")
+            clock.advance(5e-6)
+            torch.add(x[:half], y[:half], out=out[:half])  # the second half is never written
+            return out
+
+        return Built(fn, out_buffers=(out,))
+
+    def raises(inp, ctx):
+        def fn():
+            counter.hit("raises")
+            raise RuntimeError("fake kernel launch failure")
+
+        return Built(fn)
+
+    providers = (
+        Provider("warpgauge", "fake warpgauge", "warpgauge", good("warpgauge", 10.0)),
+        Provider("torch", "fake torch", "pytorch", good("torch", 20.0), baseline=True),
+        Provider("compile", "fake compile", "compile", good("compile", 15.0)),
+        Provider("peer", "fake peer (own graphs)", "peer", good("peer", 40.0, into_buffer=False),
+                 graph_safe=False),
+        Provider("wrong", "wrong result", "peer", wrong),
+        Provider("partial", "writes half", "peer", partial),
+        Provider("raises", "raises", "peer", raises),
+        Provider("absent", "not installed", "peer", raises,
+                 available=lambda ctx: "fake_pkg is not installed"),
+        *extra,
+    )  # fmt: skip
+    return OpSpec(
+        name="add",
+        make_inputs=inputs,
+        references={"default": ref},
+        work=lambda ctx: (3 * ctx.shape["numel"] * 4, ctx.shape["numel"], "fake"),
+        out_specs=lambda ctx: [((ctx.shape["numel"],), ctx.dtype)],
+        providers=providers,
+    )
+
+
+def fake_suite(
+    numels=(1024, 4096), lanes=("cold", "warm"), max_minutes: float = 60.0, **sampling
+) -> Suite:
+    base = dict(rounds=3, target_ms=1.0, host_share=0.3, min_samples=3, max_samples=6,
+                max_host_samples=3, warmup_calls=1, graph_target_us=40.0,
+                max_calls_per_graph=4, burst_ms=200.0, burst_skip_ms=250.0)  # fmt: skip
+    base.update(sampling)
+    groups = tuple(Group("add", "float32", str(n), (("numel", n),)) for n in numels)
+    return Suite(
+        name="fake",
+        groups=groups,
+        lanes=tuple(lanes),
+        seed=7,
+        max_minutes=max_minutes,
+        sampling=Sampling(**base).check(),
+        op_settings={"add": {}},
+    )
+
+
+def fake_services(clock: FakeClock, spec: OpSpec, backend: FakeBackend | None = None):
+    from warpgauge import artifacts
+    from warpgauge.bench.runner import QuietUI, Services
+
+    def ceilings(backend, suite):
+        stats = {
+            "median_us": 500.0, "p10_us": 500.0, "p90_us": 500.0, "mad_us": 0.0, "min_us": 500.0,
+            "max_us": 500.0, "mean_us": 500.0, "n": 1, "samples_us": [500.0],
+        }  # fmt: skip
+        copy_bytes = 1 << 30
+        tbps = 2 * copy_bytes / 500.0 / 1e6
+        return {
+            "summary": {"copy_tbps": tbps, "copy_bytes": copy_bytes, "mm_tflops": {}, "method": "fake"},
+            "measurements": [{
+                "name": "copy_fake", "kind": "copy", "dtype": None, "shape": {"bytes": copy_bytes},
+                "work": {"bytes": 2 * copy_bytes, "flops": 0}, "device_time": stats,
+                "tbps": tbps, "tflops": None, "method": "fake",
+            }],
+        }  # fmt: skip
+
+    return Services(
+        backend=backend or FakeBackend(clock),
+        clock=clock,
+        ops={"add": spec},
+        artifacts=artifacts,
+        provenance=fake_provenance,
+        telemetry=fake_telemetry,
+        measure_ceilings=ceilings,
+        precompile=None,
+        ui=QuietUI(),
+        make_generator=lambda device, seed: torch.Generator().manual_seed(seed),
+    )
