@@ -26,6 +26,19 @@ FIXTURE_RUN = FIXTURES / "run-synthetic"
 SOFTMAX_COLD = "cases/softmax__bfloat16__16384x4096__cold.json"
 
 
+@pytest.fixture(autouse=True)
+def _git_state_from_git(monkeypatch):
+    """These tests read the git state of real checkouts; a GPU session exports the sender's."""
+    monkeypatch.delenv("WARPGAUGE_GIT_COMMIT", raising=False)
+    monkeypatch.delenv("WARPGAUGE_GIT_DIRTY", raising=False)
+
+
+def test_git_state_from_environment(monkeypatch):
+    monkeypatch.setenv("WARPGAUGE_GIT_COMMIT", "ab" * 20)
+    monkeypatch.setenv("WARPGAUGE_GIT_DIRTY", "0")
+    assert E.git_state() == ("ab" * 20, False)
+
+
 def _load_make_fixture():
     spec = importlib.util.spec_from_file_location("make_fixture", FIXTURES / "make_fixture.py")
     mod = importlib.util.module_from_spec(spec)

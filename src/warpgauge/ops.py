@@ -27,6 +27,31 @@ from .quant import Int4Weight
 
 _Tensor = torch.Tensor
 
+# The launchers launch through ``torch.library.wrap_triton``, which dispatches through a
+# higher-order op whenever wrap-triton mode is on, and it is on by default: that is what lets
+# torch.compile trace the op bodies, but in plain eager code it costs host time per launch and
+# breaks CUDA-graph capture of autotuned kernels (seen on torch 2.11). The eager fast path turns
+# it off around the launcher, exactly as triton_op's own eager backend does.
+try:
+    from torch._library.triton import wrap_triton_enabled as _wrap_flag
+except ImportError:  # pragma: no cover - older/newer torch: fall back to the public switch
+    _wrap_flag = None
+
+
+def _direct(launcher, *args):
+    """Run ``launcher(*args)`` with wrap-triton dispatch off (eager, no tracing)."""
+    if _wrap_flag is None:
+        from torch._library.triton import set_wrap_triton_enabled
+
+        with set_wrap_triton_enabled(False):
+            return launcher(*args)
+    prev = getattr(_wrap_flag, "value", True)
+    _wrap_flag.value = False
+    try:
+        return launcher(*args)
+    finally:
+        _wrap_flag.value = prev
+
 
 def _use_op(*tensors: torch.Tensor) -> bool:
     """True when the call must go through the registered op (see module docstring)."""
@@ -60,7 +85,7 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``x + y`` elementwise (same shape and dtype): FP32 math, one rounding to the dtype."""
     if _use_op(x, y):
         return torch.ops.warpgauge.add(x, y)
-    return _add.add(x, y)
+    return _direct(_add.add, x, y)
 
 
 # -------------------------------------------------------------------------------------- row_sum
@@ -88,7 +113,7 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tens
     """Sum over the last dim with FP32 accumulation; result dtype ``out_dtype`` or ``x.dtype``."""
     if _use_op(x):
         return torch.ops.warpgauge.row_sum(x, out_dtype)
-    return _row_sum.row_sum(x, out_dtype)
+    return _direct(_row_sum.row_sum, x, out_dtype)
 
 
 # -------------------------------------------------------------------------------------- softmax
@@ -121,7 +146,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     ``-inf`` give all zeros; rows with ``-inf`` entries are handled on every plan."""
     if _use_op(x):
         return torch.ops.warpgauge.softmax(x)
-    return _softmax.softmax(x)
+    return _direct(_softmax.softmax, x)
 
 
 # ---------------------------------------------------------------------------------- add_rms_norm
@@ -166,7 +191,7 @@ def add_rms_norm(
     next layer's residual."""
     if _use_op(x, residual, weight):
         return torch.ops.warpgauge.add_rms_norm(x, residual, weight, eps)
-    return _rms.add_rms_norm(x, residual, weight, eps)
+    return _direct(_rms.add_rms_norm, x, residual, weight, eps)
 
 
 # ----------------------------------------------------------------------------------------- gemm
@@ -209,7 +234,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     any strides (a transposed view is read through its strides, never copied)."""
     if _use_op(a, b):
         return torch.ops.warpgauge.gemm(a, b)
-    return _gemm.gemm(a, b)
+    return _direct(_gemm.gemm, a, b)
 
 
 # ----------------------------------------------------------------------------------- int4_linear
@@ -256,4 +281,4 @@ def int4_linear(x: torch.Tensor, qweight: Int4Weight) -> torch.Tensor:
         return torch.ops.warpgauge.int4_linear(
             x, qweight.packed, qweight.scales, qweight.group_size
         )
-    return _int4.int4_linear(x, qweight)
+    return _direct(_int4.int4_linear, x, qweight)

@@ -68,13 +68,16 @@ def scale_dtype_for(weight_dtype: torch.dtype) -> torch.dtype:
 
 
 def check_group_size(group_size) -> int:
+    # Multiples of 16: the tensor-core GEMV tiles K in steps of 16, and on the H200 a group of 6
+    # (one 8-lane padded tile) gave wrong results there (results/h200-session2/), while 32-256
+    # passed; common group sizes (32, 64, 128, 256) all qualify.
     if isinstance(group_size, bool) or not isinstance(group_size, int):
         raise TypeError(
-            f"group_size must be a positive even int (e.g. 128), got {type(group_size).__name__}"
+            f"group_size must be a positive int multiple of 16 (e.g. 128), got {type(group_size).__name__}"
         )
-    if group_size <= 0 or group_size % 2:
+    if group_size <= 0 or group_size % 16:
         raise ValueError(
-            f"group_size must be a positive even integer (two INT4 values per byte), e.g. 128; "
+            f"group_size must be a positive multiple of 16, e.g. 128 (the kernels step K by 16); "
             f"got {group_size}"
         )
     return group_size

@@ -116,15 +116,24 @@ def test_opcheck_row_ops():
 
 
 def test_compile_fullgraph_dynamic_rows():
+    """The compiled graph traces the registered ops and matches eager for several row counts.
+    Inductor compiles the user kernels itself and may contract multiplies into FMAs differently,
+    which can flip a BF16 rounding by one ulp (seen on the H200, results/h200-session2): each
+    intermediate is compared with the tolerance of its dtype, not bit for bit."""
     w = _rand((1024,), torch.bfloat16, 1)
 
     def block(x, r):
         y, h = wg.add_rms_norm(x, r, w)
-        return wg.row_sum(wg.softmax(y), torch.float32) + wg.row_sum(wg.add(h, y), torch.float32)
+        p = wg.softmax(y)
+        z = wg.add(h, y)
+        return y, h, p, z, wg.row_sum(z, torch.float32)
 
     compiled = torch.compile(block, fullgraph=True, dynamic=True)
     for rows in (17, 64, 333):
         x, r = _rand((rows, 1024), torch.bfloat16, rows), _rand((rows, 1024), torch.bfloat16, 2)
-        out, ref = compiled(x, r), block(x, r)
-        assert out.shape == ref.shape == (rows,)
-        assert_close(out, ref, msg=f"rows={rows} equal={torch.equal(out, ref)}")
+        got, want = compiled(x, r), block(x, r)
+        for name, g, e in zip(("y", "h", "p", "z"), got, want):
+            assert g.shape == e.shape
+            assert_close(g, e, msg=f"rows={rows} {name}")
+        # the FP32 sum of z against the FP64 sum of the compiled z itself (its own input)
+        assert_close(got[4], row_sum_ref(got[3], torch.float32), msg=f"rows={rows} sum")

@@ -73,11 +73,12 @@ def _bucket(n: int) -> int:
 def _layout(a: torch.Tensor, b: torch.Tensor) -> int:
     """Which operand dims are contiguous (bit 0: A along K, 1: A along M, 2: B along N, 3: B along K).
     Part of the autotuning key: the best tile differs between, e.g., A and A^T."""
+    # bool(): under torch.compile with dynamic shapes the comparisons are SymBools (guarded here).
     return (
-        (a.stride(1) == 1)
-        | (a.stride(0) == 1) << 1
-        | (b.stride(1) == 1) << 2
-        | (b.stride(0) == 1) << 3
+        int(bool(a.stride(1) == 1))
+        | int(bool(a.stride(0) == 1)) << 1
+        | int(bool(b.stride(1) == 1)) << 2
+        | int(bool(b.stride(0) == 1)) << 3
     )
 
 

@@ -140,6 +140,9 @@ class Int4Plan:
            ``PROGRAMS_PER_SM * sm_count`` programs and every split keeps at least
            ``MIN_GROUPS_PER_SPLIT`` groups.
         """
+        # A symbolic M (torch.compile, dynamic shapes) is made concrete: the plan depends on it,
+        # so the compiled graph guards on it (a new M recompiles rather than picking a wrong plan).
+        M, N, K = int(M), int(N), int(K)
         n_groups = max(K // group_size, 1)
         n_cap = max(16, triton.next_power_of_2(N))
         if M <= FMA_MAX_M and group_size % 8 == 0:
