@@ -30,6 +30,9 @@ part() {  # part NAME GPU
     tests)
       timeout 420 python3 -m pytest -q -p no:logging -p no:cacheprovider tests \
         >"$dir/pytest.log" 2>&1; echo "exit $?" >>"$dir/pytest.log" ;;
+    gputests)
+      timeout 220 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/gpu \
+        >"$dir/pytest.log" 2>&1; echo "exit $?" >>"$dir/pytest.log" ;;
     first_look)
       timeout 120 python3 scripts/first_look.py --out "$dir" >"$dir/log" 2>&1 ;;
     row_sweep)
@@ -38,16 +41,15 @@ part() {  # part NAME GPU
       timeout 200 python3 -m warpgauge.cuda_softmax --out "$dir/run" --runs 7 --sanitize \
         >"$dir/log" 2>&1; echo "exit $?" >>"$dir/log"; cp cuda/build/resources.txt "$dir/" 2>/dev/null ;;
     training)
-      timeout 60 python3 scripts/host_overhead.py --out "$dir" >"$dir/host_overhead.log" 2>&1
-      timeout 90 python3 scripts/grad_accuracy.py --out "$dir" >"$dir/grad_accuracy.log" 2>&1
-      timeout 150 python3 scripts/train_steps.py --out "$dir" >"$dir/train_steps.log" 2>&1
-      timeout 90 python3 examples/train_tiny.py --steps 120 --device cuda --out "$dir/tiny" >"$dir/train_tiny.log" 2>&1
-      timeout 120 python3 examples/train_tiny.py --steps 120 --device cuda --compile --out "$dir/tiny-compiled" >"$dir/train_tiny_compiled.log" 2>&1 ;;
+      timeout 50 python3 examples/train_tiny.py --steps 120 --device cuda --dtype bfloat16 --out "$dir/train_tiny" >"$dir/train_tiny.log" 2>&1
+      timeout 50 python3 scripts/host_overhead.py --out "$dir/host_overhead" >"$dir/host_overhead.log" 2>&1
+      timeout 80 python3 scripts/grad_accuracy.py --out "$dir/grad_accuracy" >"$dir/grad_accuracy.log" 2>&1
+      timeout 140 python3 scripts/train_steps.py --out "$dir/train_steps" >"$dir/train_steps.log" 2>&1 ;;
     quick)
-      timeout 300 python3 -m warpgauge bench --quick --out "$dir/run" >"$dir/log" 2>&1
+      timeout 300 python3 -m warpgauge bench --quick --out "$dir" >"$dir/log" 2>&1
       echo "exit $?" >>"$dir/log" ;;
     full)
-      timeout 570 python3 -m warpgauge bench --out "$dir/run" >"$dir/log" 2>&1
+      timeout 575 python3 -m warpgauge bench --max-minutes "${BENCH_MINUTES:-8.4}" --out "$dir" >"$dir/log" 2>&1
       echo "exit $?" >>"$dir/log" ;;
     *) echo "unknown part $name" ;;
   esac
@@ -59,13 +61,16 @@ lane() {  # lane GPU PART...
   for p in "$@"; do part "$p" "$gpu"; done
 }
 
-if [[ "$*" == *"|"* ]]; then
-  left=${*%%|*}; right=${*#*|}
-  lane 0 $left &
-  lane 1 $right &
+left=() right=() side=left
+for a in "$@"; do
+  if [ "$a" = "|" ]; then side=right; elif [ $side = left ]; then left+=("$a"); else right+=("$a"); fi
+done
+if [ ${#right[@]} -gt 0 ]; then
+  lane 0 "${left[@]}" &
+  lane 1 "${right[@]}" &
   wait
 else
-  lane 0 "$@"
+  lane 0 "${left[@]}"
 fi
 # The tail of every log, for the caller's terminal.
 find "$OUT" \( -name '*.log' -o -name log \) -print | sort | while read -r f; do
