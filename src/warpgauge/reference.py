@@ -50,36 +50,55 @@ class Check:
         )
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None = None) -> Check:
-    """Compare ``out`` with ``ref`` (any dtypes; compared in float64) under ``TOLERANCES``."""
+COMPARE_CHUNK = 1 << 25  # elements per float64 pass: bounds the memory a large check needs
+
+
+def compare(
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    dtype: torch.dtype | None = None,
+    chunk: int = COMPARE_CHUNK,
+) -> Check:
+    """Compare ``out`` with ``ref`` under ``TOLERANCES`` (of ``dtype``, default ``out.dtype``).
+
+    Evaluated in float64 on the output's device (a 5e8-element GPU check stays on the GPU), in
+    ``chunk``-element pieces so that memory stays bounded: a first pass finds ``max|ref|`` (the
+    ``atol`` scale), a second the errors."""
     if out.shape != ref.shape:
         raise ValueError(f"shape mismatch: out {tuple(out.shape)} vs ref {tuple(ref.shape)}")
     tol = TOLERANCES[dtype or out.dtype]
-    # Compared on the output's device (a GPU check of a 256M-element tensor stays on the GPU).
-    o = out.detach().to(torch.float64)
-    r = ref.detach().to(device=o.device, dtype=torch.float64)
-    if o.numel() == 0:
+    o_all = out.detach().reshape(-1)
+    r_all = ref.detach().reshape(-1).to(o_all.device)
+    n = o_all.numel()
+    if n == 0:
         return Check(True, 0.0, 0.0, 0.0, 0, 0)
-    o_nan, r_nan = torch.isnan(o), torch.isnan(r)
-    nan_mismatch = o_nan != r_nan
-    same_inf = torch.isinf(r) & (o == r)
-    finite = ~(o_nan | r_nan) & ~same_inf
-    err = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
-    err = torch.nan_to_num(err, nan=float("inf"))
-    rf = torch.where(torch.isfinite(r), r.abs(), torch.zeros_like(r))
-    scale = float(rf.max())
-    allowed = tol.atol * scale + tol.rtol * rf
-    ratio = torch.where(allowed > 0, err / allowed, torch.where(err > 0, float("inf"), 0.0))
-    bad = (ratio > 1.0) | nan_mismatch
-    rel = torch.where(rf > 0, err / rf.clamp_min(1e-300), err)
-    return Check(
-        ok=not bool(bad.any()),
-        max_abs_err=float(err.max()),
-        max_rel_err=float(rel.max()),
-        worst_ratio=float(ratio.max()),
-        n_bad=int(bad.sum()),
-        n_nan=int(nan_mismatch.sum()),
-    )
+    f64 = torch.float64
+    scale = 0.0
+    for i in range(0, n, chunk):
+        r = r_all[i : i + chunk].to(f64)
+        scale = max(scale, float(torch.where(torch.isfinite(r), r.abs(), 0.0).max()))
+    max_abs = max_rel = worst = 0.0
+    n_bad = n_nan = 0
+    for i in range(0, n, chunk):
+        o = o_all[i : i + chunk].to(f64)
+        r = r_all[i : i + chunk].to(f64)
+        o_nan, r_nan = torch.isnan(o), torch.isnan(r)
+        nan_mismatch = o_nan != r_nan
+        same_inf = torch.isinf(r) & (o == r)
+        finite = ~(o_nan | r_nan) & ~same_inf
+        err = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
+        err = torch.nan_to_num(err, nan=float("inf"))
+        rf = torch.where(torch.isfinite(r), r.abs(), torch.zeros_like(r))
+        allowed = tol.atol * scale + tol.rtol * rf
+        ratio = torch.where(allowed > 0, err / allowed, torch.where(err > 0, float("inf"), 0.0))
+        bad = (ratio > 1.0) | nan_mismatch
+        rel = torch.where(rf > 0, err / rf.clamp_min(1e-300), err)
+        max_abs = max(max_abs, float(err.max()))
+        max_rel = max(max_rel, float(rel.max()))
+        worst = max(worst, float(ratio.max()))
+        n_bad += int(bad.sum())
+        n_nan += int(nan_mismatch.sum())
+    return Check(n_bad == 0, max_abs, max_rel, worst, n_bad, n_nan)
 
 
 def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None = None, msg=""):
