@@ -4,7 +4,7 @@
 # artifacts under $OUT/<part>/ so that whatever finished comes back even if a later part fails.
 # Parts run in the order given; "a|b" runs two lanes in parallel on GPUs 0 and 1.
 #
-#   WARPGAUGE_GIT_COMMIT=<sha> WARPGAUGE_GIT_DIRTY=0 bash scripts/gpu_session.sh tests first_look ...
+#   WARPGAUGE_GIT_COMMIT=<sha> WARPGAUGE_GIT_DIRTY=0 bash scripts/gpu_session.sh env full "|" gputests training
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?OUT must name the output folder}"
@@ -33,8 +33,6 @@ part() {  # part NAME GPU
     gputests)
       timeout 220 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/gpu \
         >"$dir/pytest.log" 2>&1; echo "exit $?" >>"$dir/pytest.log" ;;
-    first_look)
-      timeout 120 python3 scripts/first_look.py --out "$dir" >"$dir/log" 2>&1 ;;
     row_sweep)
       timeout 150 python3 scripts/row_sweep.py --out "$dir" >"$dir/log" 2>&1 ;;
     cuda)
