@@ -5,12 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh bench
+marker=$(mktemp)
 set +e
 .venv/bin/warpgauge bench --out results "$@"
 status=$?
 set -e
-run=$(ls -td results/*/ 2>/dev/null | head -n 1)
+run=$(find results -mindepth 1 -maxdepth 1 -type d -newer "$marker" | sort | tail -n 1)
+rm -f "$marker"
 if [ -n "$run" ] && [ -f "$run/run.json" ]; then
+  run="$run/"
   .venv/bin/warpgauge validate "$run" || true
   .venv/bin/warpgauge report "$run"
   echo "report: ${run}report/report.html"
