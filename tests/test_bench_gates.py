@@ -90,3 +90,18 @@ def test_stale_correct_data_does_not_pass_a_lazy_writer():
 
     result, _ = gates.run_gate(lazy, (x * 2,), device="cpu", out_buffers=(buf,))
     assert not result.ok and result.n_nan == 8
+
+
+def test_softmax_gate_is_relative_and_catches_zeroed_probabilities():
+    """Probabilities span orders of magnitude: the softmax gate drops the peak-scaled atol, so a
+    provider that zeroes small entries fails it (the peak-scaled check would let it through)."""
+    from warpgauge.bench import providers
+
+    assert providers._softmax_spec(()).relative_check
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 4096, generator=g) * 3
+    ref = reference.softmax_ref(x.to(torch.bfloat16))
+    bad = torch.where(ref.float() < 1e-4, torch.zeros_like(ref), ref)
+    assert gates.compare_outputs(bad, (ref,)).ok  # what the peak-scaled check misses
+    assert not gates.compare_outputs(bad, (ref,), relative=True).ok
+    assert gates.compare_outputs(ref.clone(), (ref,), relative=True).ok

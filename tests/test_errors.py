@@ -75,3 +75,28 @@ def test_bad_eps(eps):
 def test_eps_type():
     with pytest.raises(TypeError, match="eps must be a float"):
         wg.add_rms_norm(_t(2, 8), _t(2, 8), _t(8), eps="small")
+
+
+def test_errors_are_the_same_when_autograd_records():
+    """With gradient-tracking inputs the call goes through the registered op; bad arguments must
+    still get the clear TypeError/ValueError, not a dispatcher schema error."""
+    x = _t(2, 8, dtype=torch.float32).requires_grad_()
+    with pytest.raises(TypeError, match="y must be a torch.Tensor"):
+        wg.add(x, 3.0)
+    with pytest.raises(TypeError, match="out_dtype must be one of"):
+        wg.row_sum(x, out_dtype="float32")
+    with pytest.raises(TypeError, match="eps must be a float"):
+        wg.add_rms_norm(x, x, _t(8, dtype=torch.float32), eps="x")
+    with pytest.raises(ValueError, match="eps must be finite and > 0"):
+        wg.add_rms_norm(x, x, _t(8, dtype=torch.float32), eps=0.0)
+
+
+def test_numpy_eps_and_parameter_weight():
+    import numpy as np
+
+    x = _t(2, 8, dtype=torch.float32)
+    w = torch.nn.Parameter(_t(8, dtype=torch.float32))
+    with torch.no_grad():
+        y1, _ = wg.add_rms_norm(x, x, w, eps=np.float32(1e-6))
+    y2, _ = wg.add_rms_norm(x, x, w.detach(), eps=1e-6)
+    assert torch.equal(y1, y2)

@@ -406,6 +406,7 @@ def test_int4_grad_input_nd_and_large_scales():
 def test_int4_packed_entry_point_matches():
     x, qw, _ = _case(3, 24, 256, 128, torch.bfloat16, seed=30)
     y = int4_linear_packed(x, qw.packed, qw.scales, qw.group_size)
+    assert_close(y, int4_linear_ref(x, qw.dequantize(torch.float32)))
     assert torch.equal(y, int4_linear(x, qw))
 
 

@@ -19,7 +19,7 @@ def test_softmax_rows_sum_to_one_and_shift_invariant(shape, seed, scale):
     g = torch.Generator().manual_seed(seed)
     x = (torch.randn(shape, generator=g) * scale).to(DEVICE)
     y = wg.softmax(x)
-    assert_close(y, softmax_ref(x))
+    assert_close(y, softmax_ref(x), relative=True)
     sums = y.double().sum(-1)
     assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5)
     # shift by a per-row constant that is exact in FP32 (a multiple of 1/8 well inside range)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from torch.library import register_autograd, triton_op
 
+from ._checks import check_eps
 from .kernels import add as _add
 from .kernels import gemm as _gemm
 from .kernels import int4 as _int4
@@ -26,6 +27,7 @@ from .kernels import softmax as _softmax
 from .quant import Int4Weight
 
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 
 # The launchers launch through ``torch.library.wrap_triton``, which dispatches through a
 # higher-order op whenever wrap-triton mode is on, and it is on by default: that is what lets
@@ -53,17 +55,26 @@ def _direct(launcher, *args):
         _wrap_flag.value = prev
 
 
-def _use_op(*tensors: torch.Tensor) -> bool:
-    """True when the call must go through the registered op (see module docstring)."""
+def _use_op(*tensors) -> bool:
+    """True when the call must go through the registered op (see module docstring).
+
+    Plain tensors and ``nn.Parameter``s take the direct launcher unless autograd must record the
+    call; tensor subclasses (fake, functional) take the op. A non-tensor argument always takes the
+    direct launcher, whose validation raises the clear TypeError (the dispatcher's schema check
+    would raise an unexplained RuntimeError)."""
     if torch.compiler.is_compiling():
         return True
     grad = torch.is_grad_enabled()
+    use = False
     for t in tensors:
-        if type(t) is not _Tensor:
-            return isinstance(t, _Tensor)  # subclasses (fake, functional) take the op
-        if grad and t.requires_grad:
-            return True
-    return False
+        tp = type(t)
+        if tp is _Tensor or tp is _Parameter:
+            use = use or (grad and t.requires_grad)
+        elif isinstance(t, _Tensor):
+            use = True
+        else:
+            return False
+    return use
 
 
 # ------------------------------------------------------------------------------------------ add
@@ -111,6 +122,7 @@ register_autograd("warpgauge::row_sum", _row_sum_bwd, setup_context=_row_sum_set
 
 def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Sum over the last dim with FP32 accumulation; result dtype ``out_dtype`` or ``x.dtype``."""
+    _row_sum.check_out_dtype(out_dtype)
     if _use_op(x):
         return torch.ops.warpgauge.row_sum(x, out_dtype)
     return _direct(_row_sum.row_sum, x, out_dtype)
@@ -189,6 +201,7 @@ def add_rms_norm(
     """Fused residual add + RMSNorm. ``h = x + residual`` in FP32, rounded once to ``x.dtype``;
     ``y = h * rsqrt(mean(h^2) + eps) * weight`` with FP32 math. Returns ``(y, h)``: ``h`` is the
     next layer's residual."""
+    eps = check_eps(eps)
     if _use_op(x, residual, weight):
         return torch.ops.warpgauge.add_rms_norm(x, residual, weight, eps)
     return _direct(_rms.add_rms_norm, x, residual, weight, eps)

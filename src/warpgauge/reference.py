@@ -3,10 +3,13 @@
 References compute in float64 from the same low-precision inputs the kernels see and cast once
 to the output dtype. A kernel passes when, elementwise,
 
-    abs(out - ref) <= atol * scale + rtol * abs(ref)
+    abs(out - ref) <= atol * scale + rtol * abs(ref) + floor
 
 with ``scale = max(abs(ref))`` over the tensor (so ``atol`` is relative to the output's own peak,
-and a tensor of tiny values cannot pass trivially), and NaN never passes (a NaN where the
+and a tensor of tiny values cannot pass trivially) and ``floor`` the dtype's smallest subnormal
+(one rounding step at zero). Outputs whose small values matter as much as their peak
+(probabilities: softmax) are checked with ``relative=True``, which drops the ``atol`` term: an
+element zeroed or badly off fails however small it is. NaN never passes (a NaN where the
 reference is finite, or a finite value where the reference is NaN, fails; matching infinities pass).
 """
 
@@ -58,6 +61,7 @@ def compare(
     ref: torch.Tensor,
     dtype: torch.dtype | None = None,
     chunk: int = COMPARE_CHUNK,
+    relative: bool = False,
 ) -> Check:
     """Compare ``out`` with ``ref`` under ``TOLERANCES`` (of ``dtype``, default ``out.dtype``).
 
@@ -66,7 +70,10 @@ def compare(
     ``atol`` scale), a second the errors."""
     if out.shape != ref.shape:
         raise ValueError(f"shape mismatch: out {tuple(out.shape)} vs ref {tuple(ref.shape)}")
-    tol = TOLERANCES[dtype or out.dtype]
+    dt = dtype or out.dtype
+    tol = TOLERANCES[dt]
+    atol = 0.0 if relative else tol.atol
+    floor = torch.finfo(dt).smallest_normal * torch.finfo(dt).eps  # smallest subnormal
     o_all = out.detach().reshape(-1)
     r_all = ref.detach().reshape(-1).to(o_all.device)
     n = o_all.numel()
@@ -89,7 +96,7 @@ def compare(
         err = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
         err = torch.nan_to_num(err, nan=float("inf"))
         rf = torch.where(torch.isfinite(r), r.abs(), torch.zeros_like(r))
-        allowed = tol.atol * scale + tol.rtol * rf
+        allowed = atol * scale + tol.rtol * rf + floor
         ratio = torch.where(allowed > 0, err / allowed, torch.where(err > 0, float("inf"), 0.0))
         bad = (ratio > 1.0) | nan_mismatch
         rel = torch.where(rf > 0, err / rf.clamp_min(1e-300), err)
@@ -101,8 +108,14 @@ def compare(
     return Check(n_bad == 0, max_abs, max_rel, worst, n_bad, n_nan)
 
 
-def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None = None, msg=""):
-    c = compare(out, ref, dtype)
+def assert_close(
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    dtype: torch.dtype | None = None,
+    msg="",
+    relative: bool = False,
+):
+    c = compare(out, ref, dtype, relative=relative)
     assert c.ok, f"{msg} {c}"
     return c
 
@@ -125,13 +138,14 @@ def row_sum_ref(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.
 
 def softmax_ref(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim. A row that is entirely -inf gives all zeros (warpgauge's
-    documented choice: no probability mass where every logit is masked), never NaN."""
+    documented choice: no probability mass where every logit is masked); a row holding NaN or
+    +inf gives NaN where torch.softmax does."""
     x64 = _f64(x)
     m = x64.amax(-1, keepdim=True)
     m = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
     e = torch.exp(x64 - m)
     s = e.sum(-1, keepdim=True)
-    y = torch.where(s > 0, e / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(e))
+    y = torch.where(s == 0, torch.zeros_like(e), e / torch.where(s == 0, torch.ones_like(s), s))
     return y.to(x.dtype)
 
 

@@ -40,7 +40,7 @@ def test_full_size(shape, dtype):
         pytest.skip("FP32 copy of the largest shapes exceeds what this check needs")
     x = _rand(shape, dtype, 0, 4.0)
     x[0, : shape[1] // 2] = float("-inf")  # masked prefix on every plan
-    assert_close(wg.softmax(x), softmax_ref(x), msg="softmax")
+    assert_close(wg.softmax(x), softmax_ref(x), msg="softmax", relative=True)
     x[0] = _rand((shape[1],), dtype, 9)
     r = _rand(shape, dtype, 1)
     w = _rand((shape[1],), dtype, 2)
@@ -65,7 +65,7 @@ def test_forced_plans_masked(plan, dtype):
     x[1] = float("-inf")
     y = softmax_k.softmax(x, plan=p)
     assert torch.equal(y[1], torch.zeros_like(y[1]))
-    assert_close(y, softmax_ref(x))
+    assert_close(y, softmax_ref(x), relative=True)
     r, w = _rand((rows, width), dtype, 4), _rand((width,), dtype, 5)
     x[:2] = _rand((2, width), dtype, 6)
     y, h = rms_k.add_rms_norm(x, r, w, 1e-6, plan=p)

@@ -45,7 +45,7 @@ class GateResult:
         return d
 
 
-def check_tensor(out: torch.Tensor, ref: torch.Tensor) -> reference.Check:
+def check_tensor(out: torch.Tensor, ref: torch.Tensor, relative: bool = False) -> reference.Check:
     """Compare one output with its reference under the output dtype's tolerance."""
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"provider returned {type(out).__name__}, expected a tensor")
@@ -56,14 +56,14 @@ def check_tensor(out: torch.Tensor, ref: torch.Tensor) -> reference.Check:
             f"output dtype {str(out.dtype).replace('torch.', '')} != reference dtype "
             f"{str(ref.dtype).replace('torch.', '')}"
         )
-    return reference.compare(out, ref, ref.dtype)
+    return reference.compare(out, ref, ref.dtype, relative=relative)
 
 
 def as_tuple(x: Any) -> tuple:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def compare_outputs(outs: Any, refs: Sequence[torch.Tensor]) -> GateResult:
+def compare_outputs(outs: Any, refs: Sequence[torch.Tensor], relative: bool = False) -> GateResult:
     """Gate result of a provider's output(s) against the reference output(s), combined: ok only
     if every output passes; the error figures are the worst over outputs."""
     outs, refs = as_tuple(outs), tuple(refs)
@@ -72,7 +72,7 @@ def compare_outputs(outs: Any, refs: Sequence[torch.Tensor]) -> GateResult:
             raise ValueError(
                 f"provider returned {len(outs)} output(s); the reference has {len(refs)}"
             )
-        checks = [check_tensor(o, r) for o, r in zip(outs, refs)]
+        checks = [check_tensor(o, r, relative) for o, r in zip(outs, refs)]
     except (TypeError, ValueError) as e:  # wrong shape, dtype or arity: a wrong result
         return GateResult(False, None, None, None, 0, 0, detail=str(e))
     detail = "; ".join(f"output {i}: {c}" for i, c in enumerate(checks))
@@ -120,6 +120,7 @@ def run_gate(
     out_specs: Sequence[tuple[tuple[int, ...], torch.dtype]] = (),
     sync: Callable[[], None] | None = None,
     clock: Callable[[], float] | None = None,
+    relative: bool = False,
 ) -> tuple[GateResult, float]:
     """Poison, call ``fn`` once, compare. Returns (result, seconds the call took including any
     compilation it triggered). Exceptions from ``fn`` propagate (the runner records them)."""
@@ -133,4 +134,4 @@ def run_gate(
     if sync is not None:
         sync()
     seconds = (clock() - t0) if clock else 0.0
-    return compare_outputs(out, refs), seconds
+    return compare_outputs(out, refs, relative), seconds

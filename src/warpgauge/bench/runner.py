@@ -155,6 +155,7 @@ class PState:
     graphs: dict = field(default_factory=dict)  # calls -> replay
     capture_error: str | None = None
     refs: tuple = ()
+    relative: bool = False  # the op's gate mode (OpSpec.relative_check)
     extra: dict = field(default_factory=dict)
 
 
@@ -545,9 +546,11 @@ class Runner:
                 out_specs=spec.out_specs(ctx),
                 sync=sv.backend.sync,
                 clock=clock.now,
+                relative=spec.relative_check,
             )
             st.gate = gate
             st.refs = refs[p.reference]
+            st.relative = spec.relative_check
             st.extra.update(built.notes)
             st.extra["first_call_s"] = call_s
             if not gate.ok:
@@ -603,7 +606,7 @@ class Runner:
         gates.poison(bufs)
         replay()
         self.sv.backend.sync()
-        result = gates.compare_outputs(bufs if len(bufs) > 1 else bufs[0], st.refs)
+        result = gates.compare_outputs(bufs if len(bufs) > 1 else bufs[0], st.refs, st.relative)
         if not result.ok:
             st.status = "failed_gate"
             st.gate = result

@@ -458,10 +458,11 @@ def _resolve(doc, source, quick, ops_filter, lanes_filter) -> Suite:
         if bad:
             raise SuiteError(f"[ops.{op}]: unknown key(s) {bad}; known: {sorted(known)}")
         settings = {k: table.get(k, v) for k, v in extras.items()}
-        if "group_size" in settings and (
-            not isinstance(settings["group_size"], int) or settings["group_size"] < 2
+        gs = settings.get("group_size")
+        if gs is not None and (
+            isinstance(gs, bool) or not isinstance(gs, int) or gs < 16 or gs % 16
         ):
-            raise SuiteError(f"[ops.{op}]: group_size must be an even integer >= 2")
+            raise SuiteError(f"[ops.{op}]: group_size must be a positive multiple of 16 (e.g. 128)")
         if "eps" in settings and (
             not isinstance(settings["eps"], (int, float)) or not settings["eps"] > 0
         ):

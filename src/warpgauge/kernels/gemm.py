@@ -43,6 +43,7 @@ import triton.language as tl
 
 from .._checks import HALF_DTYPES, check_same_device, check_same_dtype, check_tensor
 from .._device import interpreter_enabled
+from ._launch import compiled_variants as _count
 from ._launch import empty
 from .work import Work, esize
 
@@ -53,7 +54,6 @@ __all__ = [
     "gemm_grad_b",
     "work",
     "compiled_variants",
-    "gemm_ref",
     "M_BUCKET_MAX",
 ]
 
@@ -260,14 +260,7 @@ def compiled_variants(which: str | None = None) -> int:
     """Number of compiled binaries in Triton's in-memory cache for the GEMM kernels (both entry
     points, or ``which`` = ``"m"`` / ``"k"``). Autotuning compiles one per surviving config; a new M
     inside a known bucket must not add any. Always 0 under the interpreter (nothing is compiled)."""
-    total = 0
-    for name, kernel in _KERNELS.items():
-        if which not in (None, name):
-            continue
-        caches = getattr(kernel.fn, "device_caches", None)  # JITFunction: {device: (cache, ...)}
-        if caches:
-            total += sum(len(entry[0]) for entry in caches.values())
-    return total
+    return sum(_count(k) for name, k in _KERNELS.items() if which in (None, name))
 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = "m") -> None:
@@ -437,8 +430,3 @@ def gemm_backward(
 def work(M: int, N: int, K: int, dtype: torch.dtype) -> Work:
     """Compulsory traffic and FLOPs of ``C[M, N] = A[M, K] @ B[K, N]``."""
     return Work(bytes=(M * K + K * N + M * N) * esize(dtype), flops=2 * M * N * K)
-
-
-def gemm_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """FP64 reference (kept beside the kernel; the tolerance table lives in reference.py)."""
-    return (a.detach().double() @ b.detach().double()).to(a.dtype)

@@ -33,12 +33,6 @@ def work(rows: int, width: int, dtype: torch.dtype) -> Work:
     return Work(bytes=(4 * rows * width + width) * esize(dtype), flops=6 * rows * width)
 
 
-def work_backward(rows: int, width: int, dtype: torch.dtype) -> Work:
-    # read dy, h, w (+ dy, h again for dw); write dx, dw: counted as compulsory read dy, h, dh?,
-    # write dx and dw: (3 * rows * width + 2 * width) * esize
-    return Work(bytes=(3 * rows * width + 2 * width) * esize(dtype), flops=10 * rows * width)
-
-
 # ------------------------------------------------------------------------------------ forward
 
 

@@ -65,12 +65,16 @@ def _row_sum_finish(part_ptr, y_ptr, n_chunks, SPLIT_PAD: tl.constexpr):
     tl.store(y_ptr + row, tl.sum(p, 0).to(y_ptr.dtype.element_ty))
 
 
-def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan | None = None):
-    check_tensor("x", x)
+def check_out_dtype(out_dtype) -> None:
     if out_dtype is not None and out_dtype not in FLOAT_DTYPES:
         raise TypeError(
             f"out_dtype must be one of float16, bfloat16, float32 (or None for x.dtype), got {out_dtype}"
         )
+
+
+def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan | None = None):
+    check_tensor("x", x)
+    check_out_dtype(out_dtype)
     x2, stride = rows_view("x", x)
     y = empty(x.shape[:-1], out_dtype or x.dtype, x.device)
     rows, n = x2.shape

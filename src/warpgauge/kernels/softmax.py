@@ -2,7 +2,9 @@
 
 Contract: y = exp(x - max) / sum(exp(x - max)) per row. A chunk or lane whose values so far are
 all -inf shifts by 0 instead of -inf (so exp(-inf - -inf) = NaN never happens) and keeps a zero
-sum; a row that is entirely -inf has sum 0 and is written as all zeros (documented choice).
+sum; a row that is entirely -inf has sum 0 and is written as all zeros (documented choice). A
+NaN (or +inf) in a row makes its sum NaN and the whole row NaN, as in torch.softmax: bad logits
+are never hidden behind valid-looking zeros.
 
 I/O per call: forward reads x once and writes y once (resident plan; looped and split plans read
 x twice, the second read usually hitting L2 for split chunks): 2 * rows * width * esize bytes.
@@ -28,11 +30,6 @@ def work(rows: int, width: int, dtype: torch.dtype) -> Work:
     return Work(bytes=2 * rows * width * esize(dtype), flops=5 * rows * width)
 
 
-def work_backward(rows: int, width: int, dtype: torch.dtype) -> Work:
-    # read y + read dy + write dx; ~4 flops/element
-    return Work(bytes=3 * rows * width * esize(dtype), flops=4 * rows * width)
-
-
 # ------------------------------------------------------------------------------------ forward
 
 
@@ -54,7 +51,7 @@ def _merge(m_vec, s_vec):
     m = tl.max(m_vec, 0)
     shift = tl.where(m == float("-inf"), 0.0, m)
     s = tl.sum(s_vec * tl.exp(m_vec - shift), 0)
-    inv = tl.where(s > 0, 1.0 / s, 0.0)
+    inv = tl.where(s == 0, 0.0, 1.0 / s)
     return shift, inv
 
 
@@ -68,7 +65,7 @@ def _softmax_resident(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constex
     shift = tl.where(m == float("-inf"), 0.0, m)
     e = tl.exp(x - shift)
     s = tl.sum(e, 0)
-    inv = tl.where(s > 0, 1.0 / s, 0.0)
+    inv = tl.where(s == 0, 0.0, 1.0 / s)
     tl.store(y_ptr + row * N + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -85,7 +82,7 @@ def _softmax_looped(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr
         x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
         m, s = _online_update(m, s, x)
     shift = tl.where(m == float("-inf"), 0.0, m)
-    inv = tl.where(s > 0, 1.0 / s, 0.0)
+    inv = tl.where(s == 0, 0.0, 1.0 / s)
     for start in range(0, N, BLOCK):
         idx = start + offs
         x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
