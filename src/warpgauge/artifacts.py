@@ -326,13 +326,15 @@ def stats_problems(s: dict, where: str) -> list[str]:
     return p
 
 
-def _best_pytorch(case: dict) -> tuple[str | None, float | None]:
-    best = (None, None)
+def best_pytorch(case: dict) -> dict | None:
+    """The fastest ok provider of a PyTorch family (``BEST_PYTORCH_FAMILIES``) by device median:
+    the one every "vs best PyTorch" figure is measured against. None if there is none."""
+    best = None
     for pr in case["providers"]:
-        if pr["status"] == "ok" and pr["family"] in BEST_PYTORCH_FAMILIES:
-            m = pr["device_time"]["median_us"]
-            if best[1] is None or m < best[1]:
-                best = (pr["name"], m)
+        if pr["status"] != "ok" or pr["family"] not in BEST_PYTORCH_FAMILIES:
+            continue
+        if best is None or pr["device_time"]["median_us"] < best["device_time"]["median_us"]:
+            best = pr
     return best
 
 
@@ -355,7 +357,8 @@ def expected_derived(case: dict, provider: dict, copy_tbps: float | None) -> dic
         out["tflops"] = case["work"]["flops"] / med / 1e6
     if out["tbps"] is not None and copy_tbps:
         out["pct_copy_ceiling"] = 100.0 * out["tbps"] / copy_tbps
-    best = _best_pytorch(case)[1]
+    best_pr = best_pytorch(case)
+    best = None if best_pr is None else best_pr["device_time"]["median_us"]
     if best is not None:
         out["speedup_vs_best_pytorch"] = best / med
     return out

@@ -28,6 +28,7 @@ from .artifacts import (
     ArtifactError,
     Run,
     atomic_write_bytes,
+    best_pytorch,
     load_run,
     read_json,
     update_manifest,
@@ -300,17 +301,7 @@ def speedup_table(run: Run, op: str) -> tuple[list[str], list[list[str]], str | 
             _fmt_rate(rate),
             f"{100 * rate / ceiling:.0f}%" if rate and ceiling else "—",
         ]
-        best = None
-        for pr in c["providers"]:
-            if (
-                _ok(pr)
-                and pr["family"] in ("pytorch", "compile")
-                and (
-                    best is None
-                    or pr["device_time"]["median_us"] < best["device_time"]["median_us"]
-                )
-            ):
-                best = pr
+        best = best_pytorch(c)
         row.append(_ratio_cell(best, dt) + (f" ({best['label']})" if best else ""))
         row += [_ratio_cell(prs.get(name), dt) for name, _, _ in others]
         rows.append(row)

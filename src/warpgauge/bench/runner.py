@@ -817,12 +817,9 @@ def _head(ids: list[str], n: int = 12) -> str:
 def summary_row(case: dict, copy_tbps: float | None) -> dict:
     """One line of the end-of-run table: warpgauge vs the best PyTorch provider."""
     wg = next((p for p in case["providers"] if p["family"] == "warpgauge"), None)
-    best = None
-    for p in case["providers"]:
-        if p["status"] != "ok" or p["family"] not in ("pytorch", "compile"):
-            continue
-        if best is None or p["device_time"]["median_us"] < best["device_time"]["median_us"]:
-            best = p
+    from warpgauge.artifacts import best_pytorch
+
+    best = best_pytorch(case)
     wg_ok = wg is not None and wg["status"] == "ok"
     return {
         "case_id": case["case_id"],
