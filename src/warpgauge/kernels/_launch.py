@@ -10,7 +10,7 @@ from torch.library import wrap_triton
 from .._device import device_info
 from .plans import RowPlan
 
-__all__ = ["wrap_triton", "row_plan", "empty", "empty_rows_like", "compiled_variants"]
+__all__ = ["launch", "wrap_triton", "row_plan", "empty", "empty_rows_like", "compiled_variants"]
 
 # Tests set WARPGAUGE_POISON_OUTPUTS=1 so that every output and scratch buffer the launchers
 # allocate starts as NaN: an element a kernel forgets to write then fails the reference check.
@@ -44,3 +44,9 @@ def compiled_variants(kernel) -> int:
     if caches is None:
         return 0
     return sum(len(entry[0]) for entry in caches.values())
+
+
+def launch(kernel, grid, *args, **meta) -> None:
+    """Launch a @triton.jit (or autotuned) ``kernel`` over ``grid``: the one place every launcher
+    goes through, so the launch path (and its host cost) is decided here, not in each module."""
+    wrap_triton(kernel)[grid](*args, **meta)

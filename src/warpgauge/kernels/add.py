@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from .._checks import check_same_device, check_same_dtype, check_tensor, rows_view
-from ._launch import empty, wrap_triton
+from ._launch import empty, launch
 from .work import Work, esize
 
 BLOCK = 4096  # 16 elements per thread at 8 warps: 2-4 16-byte vectors in flight per thread
@@ -62,15 +62,22 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if n == 0:
         return out
     if x.is_contiguous() and y.is_contiguous():
-        wrap_triton(_add_flat)[(triton.cdiv(n, BLOCK),)](
-            x, y, out, n, BLOCK=BLOCK, num_warps=NUM_WARPS
-        )
+        launch(_add_flat, (triton.cdiv(n, BLOCK),), x, y, out, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
         return out
     x2, xs = rows_view("x", x)
     y2, ys = rows_view("y", y)
     rows, width = x2.shape
     blk = min(BLOCK, triton.next_power_of_2(width))
-    wrap_triton(_add_rows)[(rows, triton.cdiv(width, blk))](
-        x2, y2, out, width, xs, ys, BLOCK=blk, num_warps=max(1, min(NUM_WARPS, blk // 512))
+    launch(
+        _add_rows,
+        (rows, triton.cdiv(width, blk)),
+        x2,
+        y2,
+        out,
+        width,
+        xs,
+        ys,
+        BLOCK=blk,
+        num_warps=max(1, min(NUM_WARPS, blk // 512)),
     )
     return out

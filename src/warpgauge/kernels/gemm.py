@@ -44,7 +44,7 @@ import triton.language as tl
 from .._checks import HALF_DTYPES, check_same_device, check_same_dtype, check_tensor
 from .._device import interpreter_enabled
 from ._launch import compiled_variants as _count
-from ._launch import empty
+from ._launch import empty, launch
 from .work import Work, esize
 
 __all__ = [
@@ -276,15 +276,13 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
     if interpreter_enabled():
         cfg = _INTERPRETER_CONFIG
         grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
-        torch.library.wrap_triton(kernel.fn)[grid](
-            *args, **cfg, UPCAST=a.dtype == torch.bfloat16, num_warps=4
-        )
+        launch(kernel.fn, grid, *args, **cfg, UPCAST=a.dtype == torch.bfloat16, num_warps=4)
         return
 
     def grid(meta):
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
-    torch.library.wrap_triton(kernel)[grid](*args, UPCAST=False)
+    launch(kernel, grid, *args, UPCAST=False)
 
 
 def _fill_degenerate(a: torch.Tensor, c: torch.Tensor) -> bool:

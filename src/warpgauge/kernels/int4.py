@@ -47,7 +47,7 @@ import triton.language as tl
 from .._checks import HALF_DTYPES, check_same_device, check_tensor
 from .._device import device_info, interpreter_enabled
 from ..quant import Int4Weight, check_group_size
-from ._launch import empty
+from ._launch import empty, launch
 from .work import Work, esize
 
 __all__ = [
@@ -567,7 +567,7 @@ def int4_linear_packed(
                 "packed must start at a 4-byte aligned offset for the FMA GEMV path; pass "
                 "packed.clone() or a plan with block_m >= 16"
             ) from None
-    torch.library.wrap_triton(_int4_mm_kernel)[grid](
+    launch(_int4_mm_kernel, grid,
         x2, w, scales, y, part, M, N, K, _MAGIC_F32,
         x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),
         GROUP=group_size, HALF_PAD=_half_pad(group_size),
@@ -578,8 +578,15 @@ def int4_linear_packed(
     )  # fmt: skip
     if plan.split_k > 1:
         total = M * N
-        torch.library.wrap_triton(_splitk_reduce_kernel)[(triton.cdiv(total, REDUCE_BLOCK),)](
-            part, y, total, SPLIT_K=plan.split_k, BLOCK=REDUCE_BLOCK, num_warps=4
+        launch(
+            _splitk_reduce_kernel,
+            (triton.cdiv(total, REDUCE_BLOCK),),
+            part,
+            y,
+            total,
+            SPLIT_K=plan.split_k,
+            BLOCK=REDUCE_BLOCK,
+            num_warps=4,
         )
     return out
 
@@ -617,7 +624,7 @@ def int4_linear_grad_input_packed(
         return out
     block_m, warps = (16, 4) if M <= GEMV_MAX_M else (64, 8)  # 64 rows x 4 warps: 188 registers
     grid = (triton.cdiv(M, block_m) * (K // group_size),)
-    torch.library.wrap_triton(_int4_grad_input_kernel)[grid](
+    launch(_int4_grad_input_kernel, grid,
         g2, packed, scales, dx, M, N, K,
         g2.stride(0), g2.stride(1), packed.stride(0), scales.stride(0), dx.stride(0), dx.stride(1),
         GROUP=group_size, HALF_PAD=_half_pad(group_size), BLOCK_M=block_m, BLOCK_N=GRAD_BLOCK_N,

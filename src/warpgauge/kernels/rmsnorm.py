@@ -23,7 +23,7 @@ import triton.language as tl
 
 from .._checks import check_eps, check_same_device, check_same_dtype, check_tensor, rows_view
 from .._device import device_info
-from ._launch import empty, empty_rows_like, row_plan, wrap_triton
+from ._launch import empty, empty_rows_like, launch, row_plan
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -182,20 +182,58 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
     if p.kind == "resident":
         if p.block < n:
             raise ValueError(f"resident plan block {p.block} is narrower than the row ({n})")
-        wrap_triton(_rms_resident)[(rows,)](
-            x2, r2, weight, y, h, xs, rs, eps, N=n, BLOCK=p.block, num_warps=p.num_warps
+        launch(
+            _rms_resident,
+            (rows,),
+            x2,
+            r2,
+            weight,
+            y,
+            h,
+            xs,
+            rs,
+            eps,
+            N=n,
+            BLOCK=p.block,
+            num_warps=p.num_warps,
         )
     elif p.kind == "looped":
-        wrap_triton(_rms_looped)[(rows,)](
-            x2, r2, weight, y, h, xs, rs, eps, N=n, BLOCK=p.block, num_warps=p.num_warps
+        launch(
+            _rms_looped,
+            (rows,),
+            x2,
+            r2,
+            weight,
+            y,
+            h,
+            xs,
+            rs,
+            eps,
+            N=n,
+            BLOCK=p.block,
+            num_warps=p.num_warps,
         )
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks), torch.float32, x.device)
-        wrap_triton(_rms_split_stats)[(rows, n_chunks)](
-            x2, r2, h, part, xs, rs, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps
+        launch(
+            _rms_split_stats,
+            (rows, n_chunks),
+            x2,
+            r2,
+            h,
+            part,
+            xs,
+            rs,
+            chunk,
+            n_chunks,
+            N=n,
+            BLOCK=p.block,
+            num_warps=p.num_warps,
         )
-        wrap_triton(_rms_split_write)[(rows, n_chunks)](
+        launch(
+            _rms_split_write,
+            (rows, n_chunks),
             weight,
             y,
             h,
@@ -412,22 +450,32 @@ def add_rms_norm_backward(
     dh_arg = dh if has_dh else dy  # never read when HAS_DH is False
     dx_arg = dx if dx is not None else empty(h.shape, h.dtype, h.device)
     if p.kind == "resident":
-        wrap_triton(_rms_bwd_resident)[(rows,)](
+        launch(_rms_bwd_resident, (rows,),
             dy, dh_arg, h, weight, dx_arg, rstd, eps, N=n, BLOCK=p.block, HAS_DH=has_dh,
             num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "looped":
-        wrap_triton(_rms_bwd_looped)[(rows,)](
+        launch(_rms_bwd_looped, (rows,),
             dy, dh_arg, h, weight, dx_arg, rstd, eps, N=n, BLOCK=p.block, HAS_DH=has_dh,
             num_warps=p.num_warps,
         )  # fmt: skip
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks, 2), torch.float32, h.device)
-        wrap_triton(_rms_bwd_split_stats)[(rows, n_chunks)](
-            dy, h, weight, part, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps
+        launch(
+            _rms_bwd_split_stats,
+            (rows, n_chunks),
+            dy,
+            h,
+            weight,
+            part,
+            chunk,
+            n_chunks,
+            N=n,
+            BLOCK=p.block,
+            num_warps=p.num_warps,
         )
-        wrap_triton(_rms_bwd_split_write)[(rows, n_chunks)](
+        launch(_rms_bwd_split_write, (rows, n_chunks),
             dy, dh_arg, h, weight, dx_arg, rstd, part, eps, chunk, n_chunks, N=n, BLOCK=p.block,
             SPLIT_PAD=triton.next_power_of_2(n_chunks), HAS_DH=has_dh, num_warps=p.num_warps,
         )  # fmt: skip
@@ -438,10 +486,18 @@ def add_rms_norm_backward(
         rows_per_group = triton.cdiv(rows, groups)
         groups = triton.cdiv(rows, rows_per_group)
         part = empty((groups, n), torch.float32, h.device)
-        wrap_triton(_rms_dw_partial)[(col_blocks, groups)](
-            dy, h, rstd, part, rows, rows_per_group, N=n, BLOCK=DW_BLOCK, num_warps=2
+        launch(
+            _rms_dw_partial,
+            (col_blocks, groups),
+            dy,
+            h,
+            rstd,
+            part,
+            rows,
+            rows_per_group,
+            N=n,
+            BLOCK=DW_BLOCK,
+            num_warps=2,
         )
-        wrap_triton(_rms_dw_finish)[(col_blocks,)](
-            part, dw, groups, N=n, BLOCK=DW_BLOCK, num_warps=2
-        )
+        launch(_rms_dw_finish, (col_blocks,), part, dw, groups, N=n, BLOCK=DW_BLOCK, num_warps=2)
     return dx, dw

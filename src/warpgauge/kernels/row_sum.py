@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 from .._checks import FLOAT_DTYPES, check_tensor, rows_view
-from ._launch import empty, row_plan, wrap_triton
+from ._launch import empty, launch, row_plan
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -84,20 +84,31 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
     if p.kind == "resident":
         if p.block < n:
             raise ValueError(f"resident plan block {p.block} is narrower than the row ({n})")
-        wrap_triton(_row_sum_resident)[(rows,)](
-            x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps
-        )
+        launch(_row_sum_resident, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
     elif p.kind == "looped":
-        wrap_triton(_row_sum_looped)[(rows,)](
-            x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps
-        )
+        launch(_row_sum_looped, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks), torch.float32, x.device)
-        wrap_triton(_row_sum_split)[(rows, n_chunks)](
-            x2, part, stride, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps
+        launch(
+            _row_sum_split,
+            (rows, n_chunks),
+            x2,
+            part,
+            stride,
+            chunk,
+            n_chunks,
+            N=n,
+            BLOCK=p.block,
+            num_warps=p.num_warps,
         )
-        wrap_triton(_row_sum_finish)[(rows,)](
-            part, y, n_chunks, SPLIT_PAD=triton.next_power_of_2(n_chunks), num_warps=1
+        launch(
+            _row_sum_finish,
+            (rows,),
+            part,
+            y,
+            n_chunks,
+            SPLIT_PAD=triton.next_power_of_2(n_chunks),
+            num_warps=1,
         )
     return y

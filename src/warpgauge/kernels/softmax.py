@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from .._checks import check_tensor, rows_view
-from ._launch import empty, empty_rows_like, row_plan, wrap_triton
+from ._launch import empty, empty_rows_like, launch, row_plan
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -152,20 +152,27 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
     if p.kind == "resident":
         if p.block < n:
             raise ValueError(f"resident plan block {p.block} is narrower than the row ({n})")
-        wrap_triton(_softmax_resident)[(rows,)](
-            x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps
-        )
+        launch(_softmax_resident, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
     elif p.kind == "looped":
-        wrap_triton(_softmax_looped)[(rows,)](
-            x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps
-        )
+        launch(_softmax_looped, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         stats = empty((rows, n_chunks, 2), torch.float32, x.device)
-        wrap_triton(_softmax_split_stats)[(rows, n_chunks)](
-            x2, stats, stride, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps
+        launch(
+            _softmax_split_stats,
+            (rows, n_chunks),
+            x2,
+            stats,
+            stride,
+            chunk,
+            n_chunks,
+            N=n,
+            BLOCK=p.block,
+            num_warps=p.num_warps,
         )
-        wrap_triton(_softmax_split_write)[(rows, n_chunks)](
+        launch(
+            _softmax_split_write,
+            (rows, n_chunks),
             x2,
             y,
             stats,
@@ -269,20 +276,27 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = N
         return dx
     p = row_plan(rows, n, y.device, plan)
     if p.kind == "resident":
-        wrap_triton(_softmax_bwd_resident)[(rows,)](
-            y, dy, dx, N=n, BLOCK=p.block, num_warps=p.num_warps
-        )
+        launch(_softmax_bwd_resident, (rows,), y, dy, dx, N=n, BLOCK=p.block, num_warps=p.num_warps)
     elif p.kind == "looped":
-        wrap_triton(_softmax_bwd_looped)[(rows,)](
-            y, dy, dx, N=n, BLOCK=p.block, num_warps=p.num_warps
-        )
+        launch(_softmax_bwd_looped, (rows,), y, dy, dx, N=n, BLOCK=p.block, num_warps=p.num_warps)
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks), torch.float32, y.device)
-        wrap_triton(_softmax_bwd_split_stats)[(rows, n_chunks)](
-            y, dy, part, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps
+        launch(
+            _softmax_bwd_split_stats,
+            (rows, n_chunks),
+            y,
+            dy,
+            part,
+            chunk,
+            n_chunks,
+            N=n,
+            BLOCK=p.block,
+            num_warps=p.num_warps,
         )
-        wrap_triton(_softmax_bwd_split_write)[(rows, n_chunks)](
+        launch(
+            _softmax_bwd_split_write,
+            (rows, n_chunks),
             y,
             dy,
             dx,
