@@ -167,7 +167,7 @@ def test_atomic_write_failure_keeps_old_file_and_no_temp(tmp_path, monkeypatch, 
     def boom(*args, **kwargs):
         raise OSError("simulated failure mid-write")
 
-    monkeypatch.setattr(A.os, failing, boom)
+    monkeypatch.setattr(os, failing, boom)
     with pytest.raises(OSError, match="simulated"):
         A.atomic_write_json(path, {"version": "new", "pad": "x" * 100_000})
     monkeypatch.undo()
@@ -357,7 +357,7 @@ def test_case_outside_expected_fails_coverage(run_dir):
     case.update(shape_label="7x7", case_id="softmax/bfloat16/7x7/cold")
     A.atomic_write_json(run_dir / "cases" / A.case_filename(case["case_id"]), case)
     A.write_manifest(run_dir)
-    assert _has(A.validate_run(run_dir), "coverage", "7x7", "does not list")
+    assert _has(A.validate_run(run_dir), "coverage", "7x7", "config does not ask for")
 
 
 def test_misnamed_case_file_and_leftover_temp_fail(run_dir):
@@ -478,3 +478,161 @@ def test_git_state_commit_and_dirty(tmp_path):
     assert E.git_state(tmp_path)[1] is False
     (tmp_path / "f.txt").write_text("b")
     assert E.git_state(tmp_path)[1] is True
+
+
+# ------------------------------------------------------------------------------------ coverage from the config
+
+
+def _drop_op_everywhere_but_the_config(run_dir: Path, op: str) -> None:
+    """What a careless (or dishonest) edit would do: delete every case file of ``op``, take
+    its ids out of run.json's lists, and bless the result with a fresh manifest."""
+    for path in (run_dir / "cases").glob(f"{op}__*.json"):
+        path.unlink()
+
+    def edit(r):
+        for key in ("expected_cases", "finished_cases", "missing_cases"):
+            r[key] = [c for c in r[key] if not c.startswith(op + "/")]
+
+    _edit_json(run_dir / "run.json", edit)
+    A.write_manifest(run_dir)
+
+
+def test_dropping_an_operator_and_its_expected_cases_still_fails(run_dir):
+    _drop_op_everywhere_but_the_config(run_dir, "gemm")
+    run = A.read_json(run_dir / "run.json")
+    assert A.run_problems(run) == []  # run.json's own bookkeeping is consistent ...
+    problems = A.validate_run(run_dir)  # ... but the config still asks for gemm
+    assert _has(problems, "run.json", "expected_cases lacks 4 case(s)", "gemm/bfloat16/")
+    assert _has(problems, "coverage: 4 of 10 expected case(s) have no case file", "gemm/")
+
+
+def test_dropping_the_operator_from_config_ops_too_is_inconsistent(run_dir):
+    _drop_op_everywhere_but_the_config(run_dir, "gemm")
+    _edit_json(run_dir / "run.json", lambda r: r["config"].__setitem__("ops", ["softmax"]))
+    A.write_manifest(run_dir)
+    assert _has(A.validate_run(run_dir), "config.ops", "gemm")
+
+
+def test_a_config_without_groups_cannot_vouch_for_its_cases(run_dir):
+    _edit_json(run_dir / "run.json", lambda r: r["config"].pop("groups"))
+    A.write_manifest(run_dir)
+    assert _has(A.validate_run(run_dir), "run.json", "config.groups: missing")
+
+
+def _packaged_config(**select) -> dict:
+    from warpgauge.bench.suite import load_suite
+
+    return load_suite("default", quick=True, **select).to_config()
+
+
+def test_packaged_suite_check_recomputes_groups_from_the_suite_file():
+    cfg = _packaged_config()
+    assert cfg["source"] == "package:warpgauge/suites/default.toml"
+    assert len(cfg["source_sha256"]) == 64
+    assert A.packaged_suite_check(cfg) == ([], [])
+    assert A.expected_cases(cfg) == [
+        f"{g['op']}/{g['dtype']}/{g['shape_label']}/{lane}"
+        for g in cfg["groups"]
+        for lane in cfg["lanes"]
+    ]
+    # a thorough forgery: drop one operator from groups *and* ops; the suite file still has it
+    dropped = cfg["groups"][0]["op"]
+    forged = dict(cfg, groups=[g for g in cfg["groups"] if g["op"] != dropped])
+    forged["ops"] = [o for o in cfg["ops"] if o != dropped]
+    assert A.config_problems(forged) == []
+    problems, notes = A.packaged_suite_check(forged)
+    assert notes == [] and _has(problems, "lacks", f"{dropped}/")
+    # a shape edited in place
+    edited = json.loads(json.dumps(cfg))
+    edited["groups"][0]["shape"] = {k: v + 1 for k, v in edited["groups"][0]["shape"].items()}
+    assert _has(A.packaged_suite_check(edited)[0], "does not define with that shape")
+
+
+def test_packaged_suite_check_honours_the_recorded_selection():
+    cfg = _packaged_config(ops=["softmax"], lanes=["cold"])
+    assert cfg["selection"]["ops"] == ["softmax"] and cfg["lanes"] == ["cold"]
+    assert A.packaged_suite_check(cfg) == ([], [])
+    narrowed = dict(cfg, groups=cfg["groups"][:1], selection={**cfg["selection"], "shapes": ["x"]})
+    assert A.packaged_suite_check(narrowed)[0] == []  # an unknown filter: subset check only
+
+
+def test_packaged_suite_check_notes_why_it_could_not_run():
+    cfg = _packaged_config()
+    _, notes = A.packaged_suite_check(dict(cfg, source_sha256="0" * 64))
+    assert _has(notes, "changed since the run")
+    _, notes = A.packaged_suite_check({k: v for k, v in cfg.items() if k != "source_sha256"})
+    assert _has(notes, "records no source_sha256")
+    _, notes = A.packaged_suite_check(dict(cfg, source="/tmp/my-suite.toml"))
+    assert _has(notes, "not a packaged suite")
+
+
+# ------------------------------------------------------------------------------------ corrupted files
+
+
+@pytest.mark.parametrize(
+    "rel",
+    ["run.json", "manifest.json", "ceilings.json", SOFTMAX_COLD],
+    ids=lambda r: r.split("/")[-1],
+)
+def test_truncated_artifact_is_named(run_dir, rel):
+    path = run_dir / rel
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    problems = A.validate_run(run_dir)
+    assert _has(problems, rel, "corrupted or truncated")
+    with pytest.raises(ValueError, match=f"{rel.split('/')[-1]}: corrupted or truncated"):
+        A.load_run(run_dir)  # the report, compare and export read through load_run
+
+
+def test_truncated_case_with_a_reblessed_manifest_is_named(run_dir):
+    path = run_dir / SOFTMAX_COLD
+    path.write_bytes(b"")
+    A.write_manifest(run_dir)
+    assert _has(A.validate_run(run_dir), SOFTMAX_COLD, "corrupted or truncated")
+
+
+def test_truncation_is_called_out_by_the_checksum(run_dir):
+    path = run_dir / SOFTMAX_COLD
+    data = path.read_bytes()
+    path.write_bytes(data[:-2] + b"\n")  # the closing brace gone, same look otherwise
+    assert _has(A.validate_run(run_dir), SOFTMAX_COLD, "truncated or grown")
+
+
+def test_a_case_file_holding_a_list_is_named(run_dir):
+    (run_dir / SOFTMAX_COLD).write_text("[1, 2]\n")
+    A.write_manifest(run_dir)
+    assert _has(A.validate_run(run_dir), SOFTMAX_COLD, "not an object")
+
+
+def test_validate_without_jsonschema_says_schemas_were_not_checked(run_dir, monkeypatch):
+    import warpgauge.artifacts.validate as V
+
+    monkeypatch.setattr(V, "have_jsonschema", lambda: False)
+    monkeypatch.setattr(V, "schema_errors", lambda name, obj: [])
+    problems = A.validate_run(run_dir)
+    assert problems == [A.SCHEMA_SKIPPED]
+    # the cross-field rules still run, and a wrecked record is one problem, not a crash
+    _edit_json(run_dir / SOFTMAX_COLD, lambda c: c.pop("providers"))
+    A.write_manifest(run_dir)
+    assert _has(V.validate_run(run_dir), SOFTMAX_COLD, "not the structure")
+
+
+def test_validate_json(run_dir, capsys):
+    assert A.validate_cli(run_dir, as_json=True) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] is True and out["problems"] == [] and out["case_files"] == 10
+    (run_dir / SOFTMAX_COLD).unlink()
+    assert A.validate_cli(run_dir, as_json=True) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] is False and _has(out["problems"], SOFTMAX_COLD)
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    "run", sorted(p.parent.name for p in (REPO / "results").glob("*/run.json")) or ["none"]
+)
+def test_committed_runs_still_validate(run):
+    if run == "none":
+        pytest.skip("no committed run")
+    assert A.validate_run(REPO / "results" / run) == []

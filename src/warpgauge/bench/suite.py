@@ -11,6 +11,7 @@ Nothing here imports torch: dtypes are names ("float16", "bfloat16", "float32").
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -227,6 +228,8 @@ class Suite:
     ceilings: CeilingSettings = field(default_factory=CeilingSettings)
     op_settings: dict = field(default_factory=dict)  # op -> {"eps": .., "group_size": ..}
     source: str = ""
+    source_sha256: str = ""  # of the suite's TOML text: validate re-resolves a packaged suite
+    selection: dict = field(default_factory=dict)  # the filters applied: {ops, lanes, quick}
 
     @property
     def ops(self) -> list[str]:
@@ -251,6 +254,8 @@ class Suite:
             "name": self.name,
             "description": self.description,
             "source": self.source,
+            "source_sha256": self.source_sha256,
+            "selection": dict(self.selection),
             "lanes": list(self.lanes),
             "ops": self.ops,
             "quick": self.quick,
@@ -294,6 +299,8 @@ class Suite:
                 ceilings=CeilingSettings(**ceil).check(),
                 op_settings={k: dict(v) for k, v in cfg.get("op_settings", {}).items()},
                 source=cfg.get("source", ""),
+                source_sha256=cfg.get("source_sha256", ""),
+                selection=dict(cfg.get("selection", {})),
             )
         except (KeyError, TypeError) as e:
             raise SuiteError(f"run.json config cannot be read back as a suite: {e!r}") from e
@@ -380,9 +387,12 @@ def parse_suite(
             f"{source}: unknown top-level key(s) {unknown}; known: {sorted(_TOP_KEYS)}"
         )
     try:
-        return _resolve(doc, source, quick, ops, lanes)
+        suite = _resolve(doc, source, quick, ops, lanes)
     except SuiteError as e:
         raise SuiteError(f"{source}: {e}") from None
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    selection = {"ops": list(ops) if ops else None, "lanes": list(lanes) if lanes else None}
+    return dataclasses.replace(suite, source_sha256=digest, selection={**selection, "quick": quick})
 
 
 def _resolve(doc, source, quick, ops_filter, lanes_filter) -> Suite:
