@@ -33,10 +33,15 @@ def _git_state_from_git(monkeypatch):
     monkeypatch.delenv("WARPGAUGE_GIT_DIRTY", raising=False)
 
 
-def test_git_state_from_environment(monkeypatch):
+def test_git_state_from_environment_only_without_git(monkeypatch, tmp_path):
     monkeypatch.setenv("WARPGAUGE_GIT_COMMIT", "ab" * 20)
     monkeypatch.setenv("WARPGAUGE_GIT_DIRTY", "0")
-    assert E.git_state() == ("ab" * 20, False)
+    assert E.git_state(tmp_path) == ("ab" * 20, False)  # a copy without .git
+    assert E.git_info(tmp_path)["source"] == "env"
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    here = E.git_info(Path(__file__).parent)  # this checkout has .git: git wins over the variables
+    assert here["source"] == "git" and here["commit"] != "ab" * 20
 
 
 def _load_make_fixture():
@@ -474,10 +479,70 @@ def test_git_state_commit_and_dirty(tmp_path):
     subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=tmp_path, check=True)
     commit, dirty = E.git_state(tmp_path)
     assert len(commit) == 40 and dirty is False
-    (tmp_path / "untracked.json").write_text("{}")  # e.g. a results/ run being written
+    (tmp_path / "results" / "run-1").mkdir(parents=True)
+    (tmp_path / "results" / "run-1" / "run.json").write_text("{}")  # a run being written
     assert E.git_state(tmp_path)[1] is False
+    (tmp_path / "new_kernel.py").write_text("x = 1")  # an uncommitted source file
+    info = E.git_info(tmp_path)
+    assert info["dirty"] is True and info["dirty_files"] == ["new_kernel.py"]
+    (tmp_path / "new_kernel.py").unlink()
     (tmp_path / "f.txt").write_text("b")
     assert E.git_state(tmp_path)[1] is True
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    assert E.git_state(sub)[1] is True  # asked from a subdirectory: the whole checkout counts
+
+
+def test_warpgauge_version_comes_from_pyproject():
+    import tomllib
+
+    from warpgauge import _version
+
+    want = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    assert _version.version() == want["version"]
+    assert E.package_versions()["warpgauge"] == want["version"]
+
+
+def test_host_gpus_records_other_work(monkeypatch):
+    me = os.getpid()
+    procs = {
+        "h0": [types.SimpleNamespace(pid=me, usedGpuMemory=2 << 30)],
+        "h1": [types.SimpleNamespace(pid=4242, usedGpuMemory=30 << 30)],
+    }
+    nv = _fake_nvml(
+        nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetUUID=lambda h: f"GPU-{h}",
+        nvmlDeviceGetName=lambda h: "NVIDIA H200",
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(used=5 << 30, total=141 << 30),
+        nvmlDeviceGetComputeRunningProcesses=lambda h: procs[h],
+        nvmlDeviceGetGraphicsRunningProcesses=lambda h: [],
+        nvmlSystemGetProcessName=lambda pid: "python3" if pid == 4242 else "me",
+    )
+    _fresh_nvml(monkeypatch, nv)
+    snap = E.host_gpus()
+    assert snap["error"] is None and len(snap["devices"]) == 2
+    assert snap["devices"][1]["processes"][0] == {
+        "pid": 4242, "kind": "compute", "name": "python3", "used_memory_bytes": 30 << 30
+    }  # fmt: skip
+    assert A.schema_errors("common#/$defs/host_gpus_snapshot", snap) == []
+    lines = E.other_gpu_work(snap, own_uuid="GPU-h0")
+    assert any("pid 4242" in line and "GPU 1" in line for line in lines)
+    assert any("GPU 1" in line and "97% busy" in line for line in lines)
+    assert not any(f"pid {me}" in line for line in lines)
+
+
+def test_host_gpus_never_raises_without_nvml(monkeypatch):
+    _fresh_nvml(monkeypatch, None)
+    snap = E.host_gpus()
+    assert snap["devices"] == [] and "NVML unavailable" in snap["error"]
+    assert A.schema_errors("common#/$defs/host_gpus_snapshot", snap) == []
+
+
+def test_finish_run_records_host_gpus_after(run_dir):
+    after = {"t": 1.0, "this_pid": 1, "devices": [], "error": "NVML unavailable"}
+    run = A.finish_run(run_dir, "complete", host_gpus_after=after)
+    assert run["provenance"]["host_gpus"] == {"before": None, "after": after}
+    assert A.validate_run(run_dir) == []
 
 
 # ------------------------------------------------------------------------------------ coverage from the config

@@ -92,39 +92,79 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
-def git_state(repo_root: str | os.PathLike | None = None) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout at ``repo_root``; (None, None) without git or a repository.
+def _git_root(cwd: Path) -> Path | None:
+    out = _git(["rev-parse", "--show-toplevel"], cwd)
+    return Path(out.strip()) if out else None
+
+
+def git_info(repo_root: str | os.PathLike | None = None) -> dict:
+    """{commit, dirty, source, dirty_files} of the checkout that holds this package.
 
     Without ``repo_root`` the checkout holding this package is tried first, then the working
-    directory. ``dirty`` means tracked files differ from the commit (``git status
-    --untracked-files=no``): a run directory being written under ``results/`` does not count,
-    an uncommitted new source file does not either (commit it before a run you mean to publish).
+    directory. Where a ``.git`` is found, git itself is asked and ``WARPGAUGE_GIT_COMMIT`` /
+    ``WARPGAUGE_GIT_DIRTY`` are ignored (``source`` "git"); only a copy of the tree without
+    ``.git`` (a lent GPU machine, a ``git archive``) takes them from those variables (``source``
+    "env"). ``dirty`` means a tracked file differs from the commit *or an untracked file exists*
+    (``git status --porcelain --untracked-files=all``), except under ``results/``, where runs
+    are written; ``dirty_files`` lists up to 20 of the paths that made it dirty.
     """
-    # A copy of the tree without .git (a lent GPU machine) gets the state from whoever sent it.
-    env_commit = os.environ.get("WARPGAUGE_GIT_COMMIT")
-    if env_commit:
-        dirty = os.environ.get("WARPGAUGE_GIT_DIRTY")
-        return env_commit.strip(), (None if dirty is None else dirty.strip() not in ("", "0"))
     candidates = [Path(repo_root)] if repo_root is not None else [Path(__file__).parent, Path.cwd()]
     for cwd in candidates:
         if not cwd.is_dir():
             continue
-        commit = _git(["rev-parse", "--verify", "HEAD"], cwd)
+        root = _git_root(cwd)
+        commit = _git(["rev-parse", "--verify", "HEAD"], cwd) if root else None
         if commit is None:
             continue
-        status = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
-        return commit.strip(), (None if status is None else bool(status.strip()))
-    return None, None
+        status = _git(
+            ["status", "--porcelain", "--untracked-files=all", "--", ".", ":(exclude)results"],
+            root,
+        )
+        files = [] if status is None else [ln[3:] for ln in status.splitlines() if ln.strip()]
+        return {
+            "commit": commit.strip(),
+            "dirty": None if status is None else bool(files),
+            "source": "git",
+            "dirty_files": files[:20],
+        }
+    env_commit = os.environ.get("WARPGAUGE_GIT_COMMIT")
+    if env_commit:
+        dirty = os.environ.get("WARPGAUGE_GIT_DIRTY")
+        return {
+            "commit": env_commit.strip(),
+            "dirty": None if dirty is None else dirty.strip() not in ("", "0"),
+            "source": "env",
+            "dirty_files": [],
+        }
+    return {"commit": None, "dirty": None, "source": None, "dirty_files": []}
+
+
+def git_state(repo_root: str | os.PathLike | None = None) -> tuple[str | None, bool | None]:
+    """(commit, dirty) from ``git_info``; (None, None) without git, a repository or the
+    WARPGAUGE_GIT_* variables."""
+    info = git_info(repo_root)
+    return info["commit"], info["dirty"]
+
+
+def warpgauge_version() -> str | None:
+    """This package's version from its one source, pyproject.toml's ``[project].version``: read
+    from the source tree when the package runs from a checkout (``PYTHONPATH=src``, editable
+    installs), else from the installed distribution's metadata (which pip made from it)."""
+    from warpgauge._version import version
+
+    return version()
 
 
 def package_versions() -> dict[str, str | None]:
-    """Installed version of each package in ``PACKAGES``; None where it is not installed."""
+    """Installed version of each package in ``PACKAGES``; None where it is not installed.
+    warpgauge's own comes from ``warpgauge_version`` (never null while it runs)."""
     versions: dict[str, str | None] = {}
     for key, dist in PACKAGES.items():
         try:
             versions[key] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             versions[key] = None
+    versions["warpgauge"] = warpgauge_version()
     return versions
 
 
@@ -155,11 +195,13 @@ def _torch_gpu(device_index: int) -> tuple[dict[str, Any] | None, str | None]:
 def provenance(repo_root: str | os.PathLike | None = None, device_index: int = 0) -> dict:
     """Where and with what a run was made; see docs/artifacts.md ("Provenance").
 
-    Returns {git_commit, git_dirty, python, packages, gpu, driver, cuda, hostname, platform, env}.
-    ``gpu`` is null without a CUDA device; NVML adds the maximum clocks and power limit when
-    available. Never raises.
+    Returns {git_commit, git_dirty, git_source, git_dirty_files, python, packages, gpu, driver,
+    cuda, hostname, platform, env, host_gpus}. ``gpu`` is null without a CUDA device; NVML adds
+    the device's UUID, maximum clocks and power limit when available. ``host_gpus.before`` is a
+    ``host_gpus()`` reading of every GPU of the host; the runner adds ``after`` when the run
+    ends (``artifacts.finish_run(..., host_gpus_after=host_gpus())``). Never raises.
     """
-    commit, dirty = git_state(repo_root)
+    git = git_info(repo_root)
     gpu, cuda = _torch_gpu(device_index)
     driver = None
     nv = _nvml()
@@ -167,6 +209,7 @@ def provenance(repo_root: str | os.PathLike | None = None, device_index: int = 0
         driver = _try(lambda: _text(nv.nvmlSystemGetDriverVersion()))
         handle = _handle(nv, device_index) if gpu is not None else None
         if handle is not None:
+            gpu["uuid"] = _try(lambda: _text(nv.nvmlDeviceGetUUID(handle)))
             gpu["sm_clock_max_mhz"] = _try(
                 lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM)
             )
@@ -176,8 +219,10 @@ def provenance(repo_root: str | os.PathLike | None = None, device_index: int = 0
             limit_mw = _try(lambda: nv.nvmlDeviceGetPowerManagementLimit(handle))
             gpu["power_limit_w"] = None if limit_mw is None else limit_mw / 1000.0
     return {
-        "git_commit": commit,
-        "git_dirty": dirty,
+        "git_commit": git["commit"],
+        "git_dirty": git["dirty"],
+        "git_source": git["source"],
+        "git_dirty_files": git["dirty_files"],
         "python": platform.python_version(),
         "packages": package_versions(),
         "gpu": gpu,
@@ -186,6 +231,7 @@ def provenance(repo_root: str | os.PathLike | None = None, device_index: int = 0
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "env": {name: os.environ.get(name) for name in ENV_VARS},
+        "host_gpus": {"before": host_gpus(), "after": None},
     }
 
 
@@ -315,3 +361,91 @@ def null_snapshot(reason: str = "not measured") -> dict:
     snap["t"] = time.time()
     snap["error"] = reason
     return snap
+
+
+def host_gpus() -> dict:
+    """Every GPU of the host and what runs on it, read through NVML; never raises.
+
+    Returns {t, this_pid, devices, error}; each device: {index, uuid, name, util_gpu_pct,
+    util_mem_pct, memory_used_bytes, memory_total_bytes, processes}, and each process {pid, kind
+    ("compute" or "graphics"), name, used_memory_bytes}. A process whose pid is not ``this_pid``,
+    or utilization on a GPU the run does not use, is other work that shared the host (in a
+    container NVML may show no processes at all: ``processes`` is then [] or null, and the
+    utilization figures are what remains).
+    """
+    out: dict[str, Any] = {"t": time.time(), "this_pid": os.getpid(), "devices": [], "error": None}
+    nv = _nvml()
+    if nv is None:
+        out["error"] = _nvml_state.get("error", "NVML unavailable")
+        return out
+    count = _try(nv.nvmlDeviceGetCount)
+    if count is None:
+        out["error"] = "NVML could not count the GPUs"
+        return out
+    failed: list[str] = []
+    for i in range(int(count)):
+        handle = _try(lambda i=i: nv.nvmlDeviceGetHandleByIndex(i))
+        if handle is None:
+            failed.append(f"GPU {i}")
+            continue
+        util = _try(lambda h=handle: nv.nvmlDeviceGetUtilizationRates(h))
+        mem = _try(lambda h=handle: nv.nvmlDeviceGetMemoryInfo(h))
+        procs: list[dict] | None = []
+        for kind, getter in (
+            ("compute", "nvmlDeviceGetComputeRunningProcesses"),
+            ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"),
+        ):
+            fn = getattr(nv, getter, None)
+            listed = None if fn is None else _try(lambda h=handle, fn=fn: fn(h))
+            if listed is None:
+                procs = None if kind == "compute" else procs
+                continue
+            for pr in listed:
+                used = getattr(pr, "usedGpuMemory", None)
+                name = _try(lambda pid=pr.pid: _text(nv.nvmlSystemGetProcessName(pid)))
+                entry = {"pid": int(pr.pid), "kind": kind, "name": name}
+                entry["used_memory_bytes"] = (
+                    int(used) if isinstance(used, int) and used >= 0 else None
+                )
+                if procs is None:
+                    procs = []
+                procs.append(entry)
+        out["devices"].append(
+            {
+                "index": i,
+                "uuid": _try(lambda h=handle: _text(nv.nvmlDeviceGetUUID(h))),
+                "name": _try(lambda h=handle: _text(nv.nvmlDeviceGetName(h))),
+                "util_gpu_pct": None if util is None else float(util.gpu),
+                "util_mem_pct": None if util is None else float(util.memory),
+                "memory_used_bytes": None if mem is None else int(mem.used),
+                "memory_total_bytes": None if mem is None else int(mem.total),
+                "processes": procs,
+            }
+        )
+    if failed:
+        out["error"] = "NVML could not open " + ", ".join(failed)
+    return out
+
+
+def other_gpu_work(snapshot: dict | None, own_uuid: str | None = None) -> list[str]:
+    """Readable lines for the work a ``host_gpus()`` snapshot shows besides this run: processes
+    other than ``this_pid`` on any GPU, and busy GPUs other than ``own_uuid``. [] when none."""
+    if not snapshot:
+        return []
+    lines = []
+    me = snapshot.get("this_pid")
+    for d in snapshot.get("devices") or []:
+        label = f"GPU {d.get('index')}" + (f" ({d['name']})" if d.get("name") else "")
+        others = [p for p in (d.get("processes") or []) if p.get("pid") != me]
+        for p in others:
+            used = p.get("used_memory_bytes")
+            mem = f", {used / 2**30:.1f} GiB" if isinstance(used, int) else ""
+            lines.append(
+                f"{label}: pid {p['pid']} {p.get('name') or ''} ({p['kind']}{mem})".replace(
+                    "  ", " "
+                )
+            )
+        util = d.get("util_gpu_pct")
+        if own_uuid and d.get("uuid") != own_uuid and util:
+            lines.append(f"{label}: {util:.0f}% busy")
+    return lines

@@ -744,7 +744,9 @@ class Runner:
                 fresh.pop("notes", None)
             with self._critical_section():
                 art.write_run(self.run_dir, fresh)
-                final = art.finish_run(self.run_dir, status)
+                from warpgauge.environment import host_gpus  # every GPU of the host, as it ends
+
+                final = art.finish_run(self.run_dir, status, host_gpus_after=host_gpus())
         except BaseException as e:  # the artifact layer failed, or a second Ctrl-C: say so
             if not isinstance(e, Exception):
                 reason = reason or "interrupted while closing the run"
