@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import shutil
 from pathlib import Path
 
@@ -121,30 +122,57 @@ def test_report_cli_fails_cleanly_without_a_run(tmp_path, capsys):
 # ------------------------------------------------------------------------------------ verdicts
 
 
-def stats(median, p10, p90):
-    return {"median_us": median, "p10_us": p10, "p90_us": p90}
+def stats_of(samples):
+    xs = sorted(samples)
+    n = len(xs)
+    med = (xs[(n - 1) // 2] + xs[n // 2]) / 2
+    return {
+        "median_us": med,
+        "p10_us": xs[int(0.1 * (n - 1))],
+        "p90_us": xs[int(round(0.9 * (n - 1)))],
+        "samples_us": list(samples),
+    }
+
+
+def noisy(center, rel, n=40, seed=0):
+    """``n`` samples spread evenly over center * (1 +- rel)."""
+    return stats_of([center * (1 - rel + 2 * rel * i / (n - 1)) for i in range(n)])
+
+
+def test_median_interval_is_order_statistics_of_the_samples():
+    s = stats_of([float(x) for x in range(1, 101)])  # 1..100
+    lo, hi = C.median_interval(s)
+    assert (lo, hi) == (40.0, 61.0)  # ranks floor((100 - 19.6) / 2) = 40 and ceil(1 + 59.8) = 61
+    few = {"median_us": 5.0, "p10_us": 4.0, "p90_us": 6.0, "samples_us": [5.0]}
+    assert C.median_interval(few) == (4.0, 6.0)
 
 
 @pytest.mark.parametrize(
     "a, b, expected",
     [
-        (stats(100, 98, 102), stats(80, 79, 81), "faster"),  # -20%, spreads apart
-        (stats(100, 98, 102), stats(125, 124, 127), "slower"),  # +25%, spreads apart
-        (stats(100, 99.9, 100.1), stats(102, 101.9, 102.1), "same"),  # apart but within 3%
-        (stats(100, 90, 110), stats(101, 95, 112), "same"),  # overlapping and within 3%
-        (stats(100, 90, 110), stats(108, 100, 115), "unresolved"),  # 8% but spreads overlap
-        (stats(100, 80, 120), stats(70, 60, 85), "unresolved"),  # -30% but spreads overlap
-        (stats(100, 100, 100), stats(103, 103, 103), "same"),  # edge of the band
-        (stats(103, 103, 103), stats(100, 100, 100), "same"),  # the band is symmetric
-        (stats(100, 100, 100), stats(103.5, 103.5, 103.5), "slower"),
+        (noisy(100, 0.01), noisy(80, 0.01), "faster"),  # -20%, tight
+        (noisy(100, 0.01), noisy(125, 0.01), "slower"),  # +25%, tight
+        (noisy(100, 0.001), noisy(101, 0.001), "slower"),  # 1% but the noise is 0.1%: real
+        (noisy(100, 0.10), noisy(101, 0.10), "same"),  # 1% inside 10% noise
+        (noisy(100, 0.30), noisy(112, 0.30), "ambiguous"),  # 12%: intervals touch, > noise
+        (noisy(100, 0.02), noisy(100, 0.02), "same"),  # identical
     ],
 )
-def test_verdict(a, b, expected):
+def test_verdict_comes_from_both_runs_noise(a, b, expected):
     assert C.verdict(a, b) == expected
 
 
-def test_verdict_band_is_a_parameter():
-    assert C.verdict(stats(100, 99, 101), stats(108, 107, 109), band=0.10) == "same"
+def test_verdict_noise_is_the_larger_of_the_two():
+    quiet, loud = noisy(100, 0.001), noisy(103, 0.30)
+    assert C.relative_noise(loud) > 0.03 > C.relative_noise(quiet)
+    assert C.verdict(quiet, loud) == "same"  # a 3% move inside B's noise is not a change
+    assert C.verdict(loud, quiet) == "same"
+
+
+def test_min_effect_calls_small_significant_changes_same():
+    a, b = noisy(100, 0.001), noisy(101, 0.001)
+    assert C.verdict(a, b) == "slower"
+    assert C.verdict(a, b, min_effect=0.02) == "same"
 
 
 # ------------------------------------------------------------------------------------ compare_runs
@@ -181,6 +209,7 @@ def test_compare_runs_pairs_cases_and_lists_the_rest():
     assert rows[(target, "warpgauge")].ratio == pytest.approx(0.8)
     assert rows[(target, "torch")].verdict == "slower"
     assert rows[(target, "torch_compile")].verdict == "same"
+    assert rows[(target, "warpgauge")].noise_b > 0
     assert (target, "liger") not in rows
     assert (target, "liger", "A: ok, B: absent") in cmp.not_compared
     assert cmp.only_in_a == [dropped] and cmp.only_in_b == []
@@ -201,4 +230,46 @@ def test_compare_cli(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "softmax/bfloat16/16384x4096/cold" in out and "same" in out
     assert "Not timed in both" in out
-    assert C.compare_cli(FIXTURE_RUN, tmp_path / "missing") == 1
+    assert "softmax: warpgauge B/A geomean 1.000 over 6 case(s) (6 same)" in out
+    assert C.compare_cli(FIXTURE_RUN, tmp_path / "missing") == C.EXIT_UNREADABLE
+    assert "cannot compare" in capsys.readouterr().err
+
+
+def _slowed_copy(tmp_path, factor: float, provider="warpgauge", op="softmax") -> Path:
+    """The fixture run with one provider's device times of ``op`` scaled, manifest renewed."""
+    dst = tmp_path / f"slowed-{factor}-{provider}"
+    shutil.copytree(FIXTURE_RUN, dst)
+    for path in (dst / "cases").glob(f"{op}__*.json"):
+        case = A.read_json(path)
+        for pr in case["providers"]:
+            if pr["name"] == provider and pr["device_time"]:
+                pr["device_time"] = _scaled(pr["device_time"], factor)
+        A.atomic_write_json(path, A.fill_derived(case, 3.9924549890264753))
+    A.write_manifest(dst)
+    return dst
+
+
+def test_compare_fail_above_exits_on_a_warpgauge_regression(tmp_path, capsys):
+    slow = _slowed_copy(tmp_path, 1.10)
+    assert C.compare_cli(FIXTURE_RUN, slow, fail_above=5) == C.EXIT_REGRESSION
+    out = capsys.readouterr().out
+    assert "REGRESSION: softmax/bfloat16/" in out
+    assert "softmax: warpgauge B/A geomean 1.100 over 6 case(s) (6 slower)" in out
+    assert C.compare_cli(FIXTURE_RUN, slow, fail_above=15) == 0  # 10% is under the limit
+    assert C.compare_cli(FIXTURE_RUN, slow) == 0  # no limit, no failure
+    capsys.readouterr()
+    faster = _slowed_copy(tmp_path, 0.8)
+    assert C.compare_cli(FIXTURE_RUN, faster, fail_above=1) == 0  # faster is no regression
+    peer = _slowed_copy(tmp_path, 1.5, provider="liger")
+    assert C.compare_cli(FIXTURE_RUN, peer, fail_above=1) == 0  # a peer's regression is not ours
+
+
+def test_compare_json(tmp_path, capsys):
+    slow = _slowed_copy(tmp_path, 1.10)
+    assert C.compare_cli(FIXTURE_RUN, slow, as_json=True, fail_above=5) == C.EXIT_REGRESSION
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"]["slower"] >= 6 and len(out["regressions"]) == 6
+    soft = next(s for s in out["summaries"] if s["op"] == "softmax")
+    assert soft["geomean_ratio"] == pytest.approx(1.10) and soft["counts"]["slower"] == 6
+    row = out["rows"][0]
+    assert {"case_id", "provider", "ratio", "verdict", "interval_a_us", "noise_b"} <= set(row)
