@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -105,18 +106,123 @@ def test_report_of_an_interrupted_run_lists_what_is_missing(tmp_path, capsys):
             (run_dir / rel).unlink()
     A.write_manifest(run_dir)
     A.finish_run(run_dir, "interrupted")
-    assert R.report_cli(run_dir) == 0
+    assert R.report_cli(run_dir) == 1  # rendered, but the run fails validation: non-zero
     md = (run_dir / "report" / "report.md").read_text("utf-8")
     assert "interrupted (4 of 10 expected cases missing)" in md
     assert "gemm/bfloat16/2048x2048x2048/cold" in md
     assert "WARNING: validation found" in md
     assert not (run_dir / "report" / "gemm.png").exists()
-    assert "report.md" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "report.md" in out.out and "fails validation" in out.err
 
 
 def test_report_cli_fails_cleanly_without_a_run(tmp_path, capsys):
     assert R.report_cli(tmp_path / "nothing") == 1
-    assert "cannot render" in capsys.readouterr().out
+    assert "cannot render" in capsys.readouterr().err
+
+
+def test_report_of_a_corrupted_run_names_the_file(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run_dir)
+    bad = run_dir / "cases" / "softmax__bfloat16__1024x1024__cold.json"
+    bad.write_bytes(bad.read_bytes()[:100])
+    assert R.report_cli(run_dir) == 1
+    err = capsys.readouterr().err
+    assert "softmax__bfloat16__1024x1024__cold.json: corrupted or truncated" in err
+
+
+def test_report_out_leaves_the_run_untouched_and_refuses_inside(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run_dir)
+    before = {rel: (run_dir / rel).read_bytes() for rel in A.list_files(run_dir)}
+    assert R.report_cli(run_dir, tmp_path / "out") == 0
+    assert (tmp_path / "out" / "report.html").is_file()
+    assert {rel: (run_dir / rel).read_bytes() for rel in A.list_files(run_dir)} == before
+    assert R.report_cli(run_dir, run_dir / "elsewhere") == 1
+    assert "inside the run directory" in capsys.readouterr().err
+    assert not (run_dir / "elsewhere").exists() and A.validate_run(run_dir) == []
+
+
+def test_verdict_table_opens_the_report(rendered):
+    run_dir, _ = rendered
+    md = (run_dir / "report" / "report.md").read_text("utf-8")
+    verdict = md.index("## Verdict per operator")
+    assert verdict < md.index("## Run") < md.index("## softmax")
+    run = A.load_run(run_dir)
+    v = R.op_verdicts(run, "softmax")
+    # synthetic data: warpgauge softmax is ~2.6x over torch.compile at the two large shapes;
+    # at 1024x1024 both sit at the synthetic 4 us launch floor: a tie
+    assert v["cases"] == 3 and v["counts"] == {"win": 2, "tie": 1, "loss": 0}
+    ratios = [2.6, 2.6, 1.0]
+    assert v["geomean"] == pytest.approx(math.prod(ratios) ** (1 / 3), rel=0.05)
+    assert v["peers"]["Liger-Kernel"][1] == 3
+    g = R.op_verdicts(run, "gemm")  # cuBLAS beats warpgauge gemm in the fixture
+    assert g["counts"]["loss"] == 2 and g["geomean"] < 1 and g["worst"][0] < 1
+    line = next(ln for ln in md.splitlines() if ln.startswith("| gemm |"))
+    assert "| 0 / 0 / 2 |" in line and "**" in line  # losses in bold
+
+
+def test_html_colours_losses_and_folds_errors(rendered):
+    run_dir, _ = rendered
+    page = (run_dir / "report" / "report.html").read_text("utf-8")
+    assert '<td class="loss">' in page and '<td class="win">' in page
+    assert "<details><summary>RuntimeError: synthetic failure for the fixture…</summary>" in page
+    assert "<pre>Traceback (most recent call last):" in page
+    assert 'class="wrap"' in page and "max-width" in page
+
+
+def test_error_text_is_one_line_with_the_full_text_folded():
+    tb = "Traceback (most recent call last):\n  File x, line 1\nValueError: width > 65536"
+    assert R.report_tables._one_line(tb) == "ValueError: width > 65536…"
+    assert R.report_tables._one_line("short reason") == "short reason"
+    assert len(R.report_tables._one_line("x" * 500)) == R.report_tables.ERROR_SUMMARY_CHARS + 1
+
+
+def test_speedup_panels_split_by_batch_and_keep_suite_order():
+    from warpgauge import plots as P
+
+    def case(label, **shape):
+        return {"shape_label": label, "shape": shape}
+
+    int4 = [case(f"{m}x{n}x4096", M=m, N=n, K=4096) for m in (1, 16) for n in (4096, 8192, 14336)]
+    parts = P.panels(int4)
+    assert [p[0] for p in parts] == ["M = 1", "M = 16"]
+    assert [c["shape_label"] for c in parts[1][1]] == [
+        "16x4096x4096",
+        "16x8192x4096",
+        "16x14336x4096",
+    ]
+    squares = [case(f"{n}^3", M=n, N=n, K=n) for n in (512, 1024, 4096, 8192)]
+    assert len(P.panels(squares)) == 1
+    run = A.load_run(FIXTURE_RUN)
+    order = [c["shape_label"] for c in P.suite_order(run, "softmax")]
+    assert order == ["1024x1024", "16384x4096", "32768x8192"]  # config.groups order
+
+
+def test_speedup_series_ratio_and_bars():
+    from warpgauge import plots as P
+
+    run = A.load_run(FIXTURE_RUN)
+    cases = P.suite_order(run, "softmax")
+    series = dict((label, pts) for label, _, pts in P.speedup_series(cases))
+    assert set(series) == {"best PyTorch provider", "Liger-Kernel"}  # QuACK absent: no points
+    i, r, lo, hi = series["best PyTorch provider"][1]
+    c = cases[i]
+    wg = next(p for p in c["providers"] if p["name"] == "warpgauge")["device_time"]
+    best = A.best_pytorch(c)["device_time"]
+    assert r == pytest.approx(best["median_us"] / wg["median_us"])
+    assert r - lo == pytest.approx(best["p10_us"] / wg["p90_us"])
+    assert r + hi == pytest.approx(best["p90_us"] / wg["p10_us"])
+
+
+def test_launch_bound_shapes_get_a_latency_panel():
+    from warpgauge import plots as P
+
+    run = A.load_run(FIXTURE_RUN)
+    cases = P.suite_order(run, "softmax")
+    fast = P.launch_bound(run, cases)
+    # 1024x1024 bf16 moves 4 MiB: ~1 us at the 4 TB/s ceiling; the others take far longer
+    assert [c["shape_label"] for c in fast] == ["1024x1024"]
 
 
 # ------------------------------------------------------------------------------------ verdicts
