@@ -52,7 +52,16 @@ def test_help_lists_subcommands(capsys):
         cli.main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    for cmd in ("bench", "report", "validate", "compare", "providers", "cuda-softmax"):
+    for cmd in (
+        "bench",
+        "report",
+        "validate",
+        "compare",
+        "export",
+        "providers",
+        "doctor",
+        "cuda-softmax",
+    ):
         assert cmd in out
 
 

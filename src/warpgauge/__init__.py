@@ -13,4 +13,17 @@ __all__ = [
     "row_sum",
     "softmax",
 ]
-__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """Lazy attributes, so ``import warpgauge`` pays for neither: ``load_run`` (a run as a
+    pandas DataFrame, ``warpgauge.export.load_frame``) and ``__version__`` (pyproject.toml's)."""
+    if name == "load_run":
+        from .export import load_frame
+
+        return load_frame
+    if name == "__version__":
+        from ._version import version
+
+        return version()
+    raise AttributeError(f"module 'warpgauge' has no attribute {name!r}")

@@ -1,14 +1,18 @@
-"""``warpgauge``: one entry point, subcommands.
+"""``warpgauge``: one entry point, subcommands (one small function each; the work lives in
+its own module).
 
     warpgauge bench [--suite NAME|FILE] [--ops a,b] [--quick] [--lanes cold,warm] [--out DIR]
                     [--resume RUN] [--max-minutes M] [--precompile-workers N]
-    warpgauge report RUN          render report/ from the artifacts (no GPU needed)
-    warpgauge validate RUN        schema, checksums, coverage; non-zero exit with the reasons
-    warpgauge compare RUN_A RUN_B
-    warpgauge providers           every provider and whether it is usable here
-    warpgauge cuda-softmax ...    the CUDA softmax program (arguments are passed through)
+    warpgauge report RUN [--out DIR]        render the report from the artifacts (no GPU)
+    warpgauge validate RUN [--json]         schema, checksums, coverage; non-zero with reasons
+    warpgauge compare A B [--json] [--fail-above PCT] [--min-effect PCT]
+    warpgauge export RUN [--format csv|parquet|json] [--out FILE]
+    warpgauge providers [--json]            every provider and whether it is usable here
+    warpgauge doctor [--json]               what this machine offers, each with the fix
+    warpgauge cuda-softmax ...              the CUDA softmax program (arguments passed through)
+    warpgauge --version
 
-Heavy modules (torch, the kernels, rich) are imported inside the commands that need them.
+Heavy modules (torch, the kernels, rich, matplotlib) are imported inside the commands.
 """
 
 from __future__ import annotations
@@ -25,6 +29,26 @@ app = typer.Typer(
     help="Triton kernels with gated, honest, checksummed benchmark evidence.",
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from warpgauge._version import version
+
+        print(f"warpgauge {version() or 'unknown'}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Triton kernels with gated, honest, checksummed benchmark evidence."""
 
 
 def _fail(msg: str, code: int = 2) -> typer.Exit:
@@ -135,41 +159,84 @@ def bench(
 
 
 @app.command()
-def report(run: Annotated[Path, typer.Argument(help="Run directory.")]) -> None:
-    """Render report/report.md, report/report.html and plots from the run's artifacts."""
+def report(
+    run: Annotated[Path, typer.Argument(help="Run directory.")],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write the report here instead of RUN/report/ (the run is untouched)."),
+    ] = None,
+) -> None:
+    """Render report.md, report.html and figures from the run's artifacts (no GPU needed)."""
     from warpgauge import report as report_mod
 
-    raise typer.Exit(report_mod.report_cli(run) or 0)
+    raise typer.Exit(report_mod.report_cli(run, out) or 0)
 
 
 @app.command()
-def validate(run: Annotated[Path, typer.Argument(help="Run directory.")]) -> None:
-    """Check schema, checksums and coverage; exit non-zero with the reasons."""
+def validate(
+    run: Annotated[Path, typer.Argument(help="Run directory.")],
+    json_: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+) -> None:
+    """Check schema, checksums and coverage against the run's config; exit 1 with the reasons."""
     from warpgauge import artifacts
 
-    raise typer.Exit(artifacts.validate_cli(run) or 0)
+    raise typer.Exit(artifacts.validate_cli(run, as_json=json_) or 0)
 
 
 @app.command()
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="First run directory.")],
-    run_b: Annotated[Path, typer.Argument(help="Second run directory.")],
+    run_a: Annotated[Path, typer.Argument(help="First run directory (A, the reference).")],
+    run_b: Annotated[Path, typer.Argument(help="Second run directory (B, judged against A).")],
+    json_: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    fail_above: Annotated[
+        float | None,
+        typer.Option(help="Exit 1 when a warpgauge provider is slower by more than PCT percent."),
+    ] = None,
+    min_effect: Annotated[
+        float, typer.Option(help="Call changes under PCT percent 'same' even when significant.")
+    ] = 0.0,
 ) -> None:
-    """Compare two runs case by case."""
+    """Compare two runs case by case, with verdicts from both runs' measured noise."""
     from warpgauge import compare as compare_mod
 
-    raise typer.Exit(compare_mod.compare_cli(run_a, run_b) or 0)
+    code = compare_mod.compare_cli(
+        run_a, run_b, as_json=json_, fail_above=fail_above, min_effect=min_effect / 100.0
+    )
+    raise typer.Exit(code)
 
 
 @app.command()
-def providers() -> None:
-    """List every operator's providers and whether each is usable on this machine."""
-    from rich.console import Console
-    from rich.table import Table
+def export(
+    run: Annotated[Path, typer.Argument(help="Run directory.")],
+    format: Annotated[
+        str | None, typer.Option(help="csv, parquet or json (default: from --out, else csv).")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="File to write (default: stdout for csv and json).")
+    ] = None,
+) -> None:
+    """Write the run in long form: one row per case x provider, statistics and derived rates."""
+    from warpgauge import export as export_mod
 
+    raise typer.Exit(export_mod.export_cli(run, format, out))
+
+
+@app.command()
+def providers(
+    json_: Annotated[bool, typer.Option("--json", help="One JSON list on stdout.")] = False,
+) -> None:
+    """List every operator's providers and whether each is usable on this machine."""
     from warpgauge.bench.providers import describe
 
     rows = describe()
+    if json_:
+        import json
+
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
     t = Table(title="warpgauge providers (here)")
     for col in ("op", "provider", "label", "family", "baseline", "here"):
         t.add_column(col)
@@ -177,6 +244,19 @@ def providers() -> None:
         t.add_row(r["op"], r["name"], r["label"], r["family"], "yes" if r["baseline"] else "",
                   "available" if r["available"] else f"absent: {r['reason']}")  # fmt: skip
     Console(highlight=False).print(t)
+
+
+@app.command()
+def doctor(
+    json_: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    kernel: Annotated[
+        bool, typer.Option(help="Run one tiny warpgauge kernel where a GPU or the interpreter is.")
+    ] = True,
+) -> None:
+    """What this machine offers (GPU, driver, torch, triton, peers, tools), each with the fix."""
+    from warpgauge import doctor as doctor_mod
+
+    raise typer.Exit(doctor_mod.doctor_cli(as_json=json_, run_kernel=kernel))
 
 
 @app.command(

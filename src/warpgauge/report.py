@@ -332,6 +332,13 @@ def report_cli(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
     except ReportError as e:
         print(f"warpgauge report: {e}", file=sys.stderr)
         return 1
+    except ImportError as e:
+        print(
+            f"warpgauge report: the figures need matplotlib ({e}): pip install matplotlib "
+            "(or pip install 'warpgauge[bench]')",
+            file=sys.stderr,
+        )
+        return 1
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         print(
             f"warpgauge report: cannot render {run_dir}: {type(e).__name__}: {e}", file=sys.stderr
