@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,14 +62,15 @@ def to_markdown(blocks: list[tuple], base: Path) -> str:
 
 
 CSS = """
-body { font-family: system-ui, sans-serif; max-width: 1280px; margin: 1.5em auto; padding: 0 1em;
+body { font-family: system-ui, sans-serif; max-width: 1360px; margin: 1.5em auto; padding: 0 1em;
        color: #222; line-height: 1.4; }
 .wrap { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 0.5em 0 1.3em; font-size: 0.82em; max-width: 100%; }
-th, td { border: 1px solid #ccc; padding: 0.2em 0.45em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; font-weight: 600; max-width: 10em; overflow-wrap: anywhere; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.35em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; font-weight: 600; max-width: 11em; overflow-wrap: break-word; }
 td { white-space: nowrap; }
 td.text { white-space: normal; overflow-wrap: anywhere; min-width: 12em; }
+td.wrap { white-space: normal; min-width: 4.5em; }
 td.win { background: #e6f4e6; }
 td.tie { background: #f4f4f4; color: #555; }
 td.loss { background: #fbe3e3; color: #8b0000; font-weight: 600; }
@@ -81,8 +83,25 @@ h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 1.6em; }
 """
 
 
+_BREAK_AFTER = re.compile(r"([._/,-])(?=\S)")
+_BREAK_BEFORE = re.compile(r"(?<=\S)\(")
+
+
+def _th(h) -> str:
+    """A header cell that may break at punctuation, so long provider labels wrap."""
+    text = _BREAK_AFTER.sub(r"\1<wbr>", html.escape(_text(h)))
+    return "<th>" + _BREAK_BEFORE.sub("<wbr>(", text) + "</th>"
+
+
+def _nobreak_ranges(text: str) -> str:
+    """Keep "14.3–15.5" together: word joiners around the en dash, so a cell wraps at a space."""
+    return text.replace("–", "\u2060–\u2060")
+
+
 def _td(c) -> str:
-    e = html.escape
+    def e(t):
+        return html.escape(_nobreak_ranges(t))
+
     if not isinstance(c, Cell):
         return f"<td>{e(str(c))}</td>"
     cls = f' class="{c.cls}"' if c.cls else ""
@@ -112,11 +131,7 @@ def to_html(blocks: list[tuple]) -> str:
             out.append(f'<p><img alt="{e(alt)}" src="data:image/png;base64,{data}"></p>')
         elif kind == "table":
             headers, rows = rest
-            head = (
-                ""
-                if not any(headers)
-                else "<tr>" + "".join(f"<th>{e(_text(h))}</th>" for h in headers) + "</tr>"
-            )
+            head = "" if not any(headers) else "<tr>" + "".join(_th(h) for h in headers) + "</tr>"
             body = "".join("<tr>" + "".join(_td(c) for c in row) + "</tr>" for row in rows)
             out.append(f'<div class="wrap"><table>{head}{body}</table></div>')
     out.append("</body></html>")

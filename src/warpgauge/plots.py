@@ -66,10 +66,12 @@ def suite_order(run: Run, op: str, lane: str = LANE) -> list[dict]:
     then any others by id."""
     cases = [c for c in run.cases if c["op"] == op and c["lane"] == lane]
     groups = run.run.get("config", {}).get("groups") or []
-    rank = {(g.get("dtype"), g.get("shape_label")): i for i, g in enumerate(groups)}
-    return sorted(
-        cases, key=lambda c: (rank.get((c["dtype"], c["shape_label"]), len(rank)), c["case_id"])
-    )
+    rank = {(g.get("op"), g.get("dtype"), g.get("shape_label")): i for i, g in enumerate(groups)}
+
+    def key(c):
+        return rank.get((c["op"], c["dtype"], c["shape_label"]), len(rank)), c["case_id"]
+
+    return sorted(cases, key=key)
 
 
 def panels(cases: list[dict]) -> list[tuple[str, list[dict]]]:

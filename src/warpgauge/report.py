@@ -34,7 +34,7 @@ from .artifacts import (
     validate_run,
 )
 from .environment import other_gpu_work
-from .htmldoc import to_html, to_markdown
+from .htmldoc import Cell, to_html, to_markdown
 from .plots import provider_colors, speedup_figure
 from .report_tables import (
     OVERLAP_MARK,
@@ -225,7 +225,8 @@ def build_blocks(run: Run, problems: list[str], images: dict[str, Path]) -> list
                    f"a tie ({OVERLAP_MARK}) is a ratio whose p10–p90 intervals overlap."))  # fmt: skip
     b.append(("table", headers, rows))
     b.append(("h2", "Run"))
-    b.append(("table", ["what", "value"], _run_facts(run)))
+    facts = [[k, Cell(str(v), "text")] for k, v in _run_facts(run)]
+    b.append(("table", ["what", "value"], facts))
     b.append(("h2", "How to read this report"))
     b.append(("ul", READING_NOTES))
     for op in ops:

@@ -66,7 +66,7 @@ def ratio_cell(other: dict | None, mine: dict, suffix: str = "") -> Cell | str:
     if other is None:
         return "—"
     if not ok(other):
-        return STATUS_TEXT.get(other["status"], other["status"])
+        return Cell(STATUS_TEXT.get(other["status"], other["status"]), "wrap")
     r, cls = outcome(other["device_time"], mine)
     return Cell(f"{r:.2f}×" + (OVERLAP_MARK if cls == "tie" else "") + suffix, cls)
 
@@ -181,6 +181,7 @@ def speedup_table(run: Run, op: str) -> tuple[list[str], list[list], str | None]
         "TFLOP/s" if flops else "TB/s",
         "% of mm ceiling" if flops else "% of copy ceiling",
         "vs best PyTorch",
+        "best PyTorch provider",
     ]
     headers += [f"vs {label}" for _, label, _ in others]
     rows = []
@@ -196,12 +197,15 @@ def speedup_table(run: Run, op: str) -> tuple[list[str], list[list], str | None]
         rt = rate(c, dt["median_us"])
         ceil = ceiling(run, op, c["dtype"])
         row += [
-            f"{fmt_us(dt['median_us'])} ({fmt_us(dt['p10_us'])}–{fmt_us(dt['p90_us'])})",
+            Cell(
+                f"{fmt_us(dt['median_us'])} ({fmt_us(dt['p10_us'])}–{fmt_us(dt['p90_us'])})", "wrap"
+            ),
             fmt_rate(rt),
             f"{100 * rt / ceil:.0f}%" if rt and ceil else "—",
         ]
         best = best_pytorch(c)
-        row.append(ratio_cell(best, dt, f" ({best['label']})" if best else ""))
+        row.append(ratio_cell(best, dt))
+        row.append(Cell(best["label"], "wrap") if best else "—")
         row += [ratio_cell(prs.get(name), dt) for name, _, _ in others]
         rows.append(row)
     return headers, rows, lane
