@@ -379,3 +379,13 @@ def test_compare_json(tmp_path, capsys):
     assert soft["geomean_ratio"] == pytest.approx(1.10) and soft["counts"]["slower"] == 6
     row = out["rows"][0]
     assert {"case_id", "provider", "ratio", "verdict", "interval_a_us", "noise_b"} <= set(row)
+
+
+def test_report_without_jsonschema_warns_but_does_not_fail(tmp_path, monkeypatch, capsys):
+    import warpgauge.artifacts.validate as V
+
+    monkeypatch.setattr(V, "have_jsonschema", lambda: False)
+    monkeypatch.setattr(V, "schema_errors", lambda name, obj: [])
+    assert R.report_cli(FIXTURE_RUN, tmp_path / "r") == 0
+    md = (tmp_path / "r" / "report.md").read_text("utf-8")
+    assert "schemas not checked" in md  # said in the banner, not hidden
