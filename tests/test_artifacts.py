@@ -493,6 +493,25 @@ def test_git_state_commit_and_dirty(tmp_path):
     assert E.git_state(sub)[1] is True  # asked from a subdirectory: the whole checkout counts
 
 
+def test_a_copy_inside_another_repository_does_not_take_its_commit(tmp_path):
+    """A lent machine may unpack the tree inside some other checkout: that checkout's commit is
+    not the code's. Only a repository that tracks the package's own file counts."""
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "other.txt").write_text("a")
+    subprocess.run([*git, "add", "other.txt"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=tmp_path, check=True)
+    pkg = tmp_path / "scratch" / "copy" / "src" / "warpgauge"
+    pkg.mkdir(parents=True)
+    own = pkg / "__init__.py"
+    own.write_text("")
+    assert E._git_root(pkg, own) is None  # untracked there: not our repository
+    subprocess.run([*git, "add", str(own)], cwd=tmp_path, check=True)
+    assert E._git_root(pkg, own) == tmp_path.resolve()
+
+
 def test_warpgauge_version_comes_from_pyproject():
     import tomllib
 

@@ -92,16 +92,28 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
-def _git_root(cwd: Path) -> Path | None:
+def _git_root(cwd: Path, own: Path | None = None) -> Path | None:
+    """The top of the git checkout that holds ``cwd`` *and tracks this package's code*, or None.
+
+    A copy of the tree placed inside some other repository (a lent machine's scratch folder
+    under another checkout) must not report that repository's commit: the repository counts only
+    if it tracks this very ``warpgauge/__init__.py``."""
     out = _git(["rev-parse", "--show-toplevel"], cwd)
-    return Path(out.strip()) if out else None
+    if not out:
+        return None
+    root = Path(out.strip())
+    own = own or Path(__file__).resolve().parent / "__init__.py"
+    tracked = _git(["ls-files", "--error-unmatch", "--", str(own)], root)
+    return root if tracked is not None and tracked.strip() else None
 
 
 def git_info(repo_root: str | os.PathLike | None = None) -> dict:
     """{commit, dirty, source, dirty_files} of the checkout that holds this package.
 
     Without ``repo_root`` the checkout holding this package is tried first, then the working
-    directory. Where a ``.git`` is found, git itself is asked and ``WARPGAUGE_GIT_COMMIT`` /
+    directory; such a checkout counts only if it tracks this package's own source
+    (``_git_root``).
+    Where such a ``.git`` is found, git itself is asked and ``WARPGAUGE_GIT_COMMIT`` /
     ``WARPGAUGE_GIT_DIRTY`` are ignored (``source`` "git"); only a copy of the tree without
     ``.git`` (a lent GPU machine, a ``git archive``) takes them from those variables (``source``
     "env"). ``dirty`` means a tracked file differs from the commit *or an untracked file exists*
@@ -112,7 +124,11 @@ def git_info(repo_root: str | os.PathLike | None = None) -> dict:
     for cwd in candidates:
         if not cwd.is_dir():
             continue
-        root = _git_root(cwd)
+        if repo_root is not None:  # the caller names the checkout: take it as it is
+            out = _git(["rev-parse", "--show-toplevel"], cwd)
+            root = Path(out.strip()) if out else None
+        else:
+            root = _git_root(cwd)
         commit = _git(["rev-parse", "--verify", "HEAD"], cwd) if root else None
         if commit is None:
             continue
