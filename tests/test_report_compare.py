@@ -64,6 +64,7 @@ def test_markdown_has_the_minute_summary(rendered):
         "![softmax",
         "vs best PyTorch",
         "cache diagnostic",
+        "Warm lane (inputs stay in L2",
         "Host + device time",
         "| softmax | quack | absent |",
         "| gemm | triton_tutorial | failed gate |",
@@ -389,3 +390,14 @@ def test_report_without_jsonschema_warns_but_does_not_fail(tmp_path, monkeypatch
     assert R.report_cli(FIXTURE_RUN, tmp_path / "r") == 0
     md = (tmp_path / "r" / "report.md").read_text("utf-8")
     assert "schemas not checked" in md  # said in the banner, not hidden
+
+
+def test_warm_lane_has_its_own_compact_table():
+    run = A.load_run(FIXTURE_RUN)
+    headers, rows = R.warm_table(run, "softmax")
+    assert headers[-2:] == ["vs best PyTorch", "best PyTorch provider"] and len(rows) == 3
+    case = run.case("softmax/bfloat16/16384x4096/warm")
+    wg = next(p for p in case["providers"] if p["name"] == "warpgauge")["device_time"]
+    best = A.best_pytorch(case)["device_time"]
+    row = next(r for r in rows if r[1] == "16384x4096")
+    assert row[4].text.startswith(f"{best['median_us'] / wg['median_us']:.2f}×")

@@ -44,11 +44,12 @@ from .report_tables import (
     op_verdicts,
     speedup_table,
     verdict_table,
+    warm_table,
 )
 
 __all__ = [
     "ReportError", "build_blocks", "host_table", "issues_table", "op_verdicts", "ops_of",
-    "render_report", "report_cli", "report_tables", "speedup_table", "verdict_table",
+    "render_report", "report_cli", "report_tables", "speedup_table", "verdict_table", "warm_table",
 ]  # fmt: skip
 
 
@@ -237,6 +238,10 @@ def build_blocks(run: Run, problems: list[str], images: dict[str, Path]) -> list
         headers, rows, lane = speedup_table(run, op)
         if rows:
             b.append(("p", f"Speedup of warpgauge, {lane} lane (device time):"))
+            b.append(("table", headers, rows))
+        headers, rows = warm_table(run, op)
+        if rows:
+            b.append(("p", "Warm lane (inputs stay in L2: a cache diagnostic, not the headline):"))
             b.append(("table", headers, rows))
         headers, rows, lane = host_table(run, op)
         if rows:

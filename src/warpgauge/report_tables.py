@@ -211,6 +211,47 @@ def speedup_table(run: Run, op: str) -> tuple[list[str], list[list], str | None]
     return headers, rows, lane
 
 
+def warm_table(run: Run, op: str) -> tuple[list[str], list[list]]:
+    """The warm lane (inputs left in L2: a cache diagnostic), compactly: warpgauge's median and
+    rate, and its ratio to the best PyTorch provider, per dtype and shape. Empty without a
+    warm lane or when it is the only lane (then ``speedup_table`` shows it)."""
+    lanes = {c["lane"] for c in run.cases if c["op"] == op}
+    if "warm" not in lanes or lanes == {"warm"}:
+        return [], []
+    cases = suite_order(run, op, "warm")
+    wg = headline(cases)
+    if wg is None:
+        return [], []
+    unit = "TFLOP/s" if is_flop_bound(op) else "TB/s"
+    headers = [
+        "dtype",
+        "shape",
+        f"{wg} median µs",
+        unit,
+        "vs best PyTorch",
+        "best PyTorch provider",
+    ]
+    rows = []
+    for c in cases:
+        me = next((p for p in c["providers"] if p["name"] == wg), None)
+        if not ok(me):
+            rows.append([c["dtype"], c["shape_label"], "not timed", "—", "—", "—"])
+            continue
+        dt = me["device_time"]
+        best = best_pytorch(c)
+        rows.append(
+            [
+                c["dtype"],
+                c["shape_label"],
+                fmt_us(dt["median_us"]),
+                fmt_rate(rate(c, dt["median_us"])),
+                ratio_cell(best, dt),
+                Cell(best["label"], "wrap") if best else "—",
+            ]  # fmt: skip
+        )
+    return headers, rows
+
+
 def host_table(run: Run, op: str) -> tuple[list[str], list[list[str]], str | None]:
     """Host + device time per call (median µs of per-call events) for every provider."""
     cases, lane = _lane_cases(run, op)
