@@ -268,6 +268,23 @@ def test_fill_derived_follows_its_definitions(run_dir):
     assert set(absent["derived"].values()) == {None}
 
 
+def test_best_pytorch_skips_providers_the_runner_excluded(run_dir):
+    case = A.read_json(run_dir / SOFTMAX_COLD)
+    best = A.best_pytorch(case)
+    assert best["name"] == "torch_compile"
+    best.setdefault("extra", {})["excluded_from_best"] = "CUDA graph trees copy the inputs"
+    assert A.excluded_from_best(best) == "CUDA graph trees copy the inputs"
+    assert A.best_pytorch(case)["name"] == "torch"
+    A.fill_derived(case, 3.9924549890264753)
+    wg = next(p for p in case["providers"] if p["name"] == "warpgauge")
+    torch_med = next(p for p in case["providers"] if p["name"] == "torch")["device_time"]
+    assert wg["derived"]["speedup_vs_best_pytorch"] == pytest.approx(
+        torch_med["median_us"] / wg["device_time"]["median_us"]
+    )
+    A.write_case(run_dir, case)  # the validator follows the same definition
+    assert A.validate_run(run_dir) == []
+
+
 # ------------------------------------------------------------------------------------ validation
 
 

@@ -54,6 +54,7 @@ from .rules import (
     best_pytorch,
     case_problems,
     ceilings_problems,
+    excluded_from_best,
     expected_derived,
     fill_derived,
     run_problems,
@@ -81,14 +82,14 @@ from .store import (
 from .validate import Validation, check_run, validate_cli, validate_run
 
 __all__ = [
-    "BEST_PYTORCH_FAMILIES", "CASES_DIR", "CEILINGS_FILE", "DERIVED_KEYS", "DERIVED_RTOL",
-    "MANIFEST_FILE", "REPORT_DIR", "RUN_FILE", "SCHEMA_NAMES", "SCHEMA_SKIPPED", "SCHEMA_VERSION",
-    "STATS_ATOL_US", "STATS_RTOL", "ArtifactError", "Run", "Validation", "_is_temp",
+    "ArtifactError", "BEST_PYTORCH_FAMILIES", "CASES_DIR", "CEILINGS_FILE", "DERIVED_KEYS",
+    "DERIVED_RTOL", "MANIFEST_FILE", "REPORT_DIR", "RUN_FILE", "Run", "SCHEMA_NAMES",
+    "SCHEMA_SKIPPED", "SCHEMA_VERSION", "STATS_ATOL_US", "STATS_RTOL", "Validation", "_is_temp",
     "atomic_write_bytes", "atomic_write_json", "best_pytorch", "case_filename", "case_problems",
-    "ceilings_problems", "check_run", "config_problems", "dumps", "expected_cases",
-    "expected_derived", "fill_derived", "finish_run", "have_jsonschema", "list_files", "load_run",
-    "make_case_id", "packaged_suite_check", "read_artifact", "read_json", "run_problems",
-    "schema", "schema_errors", "sha256_file", "stats_problems", "to_plain", "update_manifest",
-    "utc_now", "validate_cli", "validate_run", "write_case", "write_ceilings", "write_manifest",
-    "write_run",
+    "ceilings_problems", "check_run", "config_problems", "dumps", "excluded_from_best",
+    "expected_cases", "expected_derived", "fill_derived", "finish_run", "have_jsonschema",
+    "list_files", "load_run", "make_case_id", "packaged_suite_check", "read_artifact", "read_json",
+    "run_problems", "schema", "schema_errors", "sha256_file", "stats_problems", "to_plain",
+    "update_manifest", "utc_now", "validate_cli", "validate_run", "write_case", "write_ceilings",
+    "write_manifest", "write_run",
 ]  # fmt: skip

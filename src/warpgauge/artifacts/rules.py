@@ -57,12 +57,22 @@ def stats_problems(s: dict, where: str) -> list[str]:
     return p
 
 
+def excluded_from_best(provider: dict) -> str | None:
+    """Why the runner left ``provider`` out of "best PyTorch" (``extra.excluded_from_best``, e.g.
+    a CUDA-graph-tree lane whose replay copies its inputs), or None."""
+    why = (provider.get("extra") or {}).get("excluded_from_best")
+    return str(why) if why else None
+
+
 def best_pytorch(case: dict) -> dict | None:
-    """The fastest ok provider of a PyTorch family (``BEST_PYTORCH_FAMILIES``) by device median:
-    the one every "vs best PyTorch" figure is measured against. None if there is none."""
+    """The fastest ok provider of a PyTorch family (``BEST_PYTORCH_FAMILIES``) by device median,
+    skipping any the runner marked ``extra.excluded_from_best``: the one every "vs best PyTorch"
+    figure is measured against. None if there is none."""
     best = None
     for pr in case["providers"]:
         if pr["status"] != "ok" or pr["family"] not in BEST_PYTORCH_FAMILIES:
+            continue
+        if excluded_from_best(pr):
             continue
         if best is None or pr["device_time"]["median_us"] < best["device_time"]["median_us"]:
             best = pr
@@ -76,7 +86,8 @@ def expected_derived(case: dict, provider: dict, copy_tbps: float | None) -> dic
     - tflops = work.flops / device_time.median_us / 1e6; null if flops == 0
     - pct_copy_ceiling = 100 * tbps / copy_tbps (the run's measured copy ceiling); null without either
     - speedup_vs_best_pytorch = (lowest device median among ok providers of family "pytorch" or
-      "compile") / this provider's device median; > 1 means faster than the best PyTorch option.
+      "compile", except those marked extra.excluded_from_best) / this provider's device median;
+      > 1 means faster than the best PyTorch option.
     """
     out = dict.fromkeys(DERIVED_KEYS)
     if provider["status"] != "ok" or not provider.get("device_time"):
