@@ -401,3 +401,19 @@ def test_warm_lane_has_its_own_compact_table():
     best = A.best_pytorch(case)["device_time"]
     row = next(r for r in rows if r[1] == "16384x4096")
     assert row[4].text.startswith(f"{best['median_us'] / wg['median_us']:.2f}×")
+
+
+def test_report_names_providers_left_out_of_best_pytorch(tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run_dir)
+    for path in (run_dir / "cases").glob("softmax__*.json"):
+        case = A.read_json(path)
+        for pr in case["providers"]:
+            if pr["name"] == "torch_compile":
+                pr["extra"] = {"excluded_from_best": "CUDA graph trees copy the inputs"}
+        A.write_case(run_dir, A.fill_derived(case, 3.9924549890264753))
+    R.render_report(run_dir, tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text("utf-8")
+    assert "- torch.compile: CUDA graph trees copy the inputs" in md
+    row = next(ln for ln in md.splitlines() if ln.startswith("| bfloat16 | 16384x4096 |"))
+    assert "| torch.softmax |" in row  # the best PyTorch provider is now eager torch

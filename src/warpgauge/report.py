@@ -29,6 +29,7 @@ from .artifacts import (
     ArtifactError,
     Run,
     atomic_write_bytes,
+    excluded_from_best,
     load_run,
     read_json,
     update_manifest,
@@ -239,6 +240,10 @@ def build_blocks(run: Run, problems: list[str], images: dict[str, Path]) -> list
         if rows:
             b.append(("p", f"Speedup of warpgauge, {lane} lane (device time):"))
             b.append(("table", headers, rows))
+        left_out = _excluded(run, op)
+        if left_out:
+            b.append(("p", "Not counted as the best PyTorch provider (ratios still shown):"))
+            b.append(("ul", left_out))
         headers, rows = warm_table(run, op)
         if rows:
             b.append(("p", "Warm lane (inputs stay in L2: a cache diagnostic, not the headline):"))
@@ -259,6 +264,18 @@ def build_blocks(run: Run, problems: list[str], images: dict[str, Path]) -> list
     else:
         b.append(("p", "Every provider passed its gate and was timed in every case."))
     return b
+
+
+def _excluded(run: Run, op: str) -> list[str]:
+    """'label: reason' for each provider of ``op`` the runner kept out of best PyTorch."""
+    seen: dict[str, str] = {}
+    for c in run.cases:
+        if c["op"] == op:
+            for pr in c["providers"]:
+                why = excluded_from_best(pr)
+                if why:
+                    seen.setdefault(pr["label"], why)
+    return [f"{label}: {why}" for label, why in seen.items()]
 
 
 # ------------------------------------------------------------------------------------ entry points
