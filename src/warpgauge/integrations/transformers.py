@@ -136,9 +136,8 @@ def _fused_forward(self, *args, **kwargs):
     for name, p in self._warpgauge_signature.parameters.items():
         if p.kind is inspect.Parameter.VAR_KEYWORD and name in call:
             extra = call.pop(name)
-        elif p.kind is inspect.Parameter.VAR_POSITIONAL and name in call:
-            if call.pop(name):
-                raise TypeError("unexpected extra positional arguments to the decoder layer")
+        elif p.kind is inspect.Parameter.VAR_POSITIONAL and call.pop(name, ()):
+            raise TypeError("unexpected extra positional arguments to the decoder layer")
     hidden_states = call.pop("hidden_states")
     residual = hidden_states
     attn = self.self_attn(hidden_states=self.input_layernorm(hidden_states), **call, **extra)
