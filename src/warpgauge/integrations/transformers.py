@@ -117,10 +117,13 @@ def _patch_layer(layer: nn.Module) -> bool:
     original = layer.forward
     sig = inspect.signature(original)
     ann = sig.return_annotation
-    returns_tuple = "tuple" in (ann if isinstance(ann, str) else repr(ann)).lower()
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = tuple(n for n, p in sig.parameters.items() if p.kind in positional)
+    if not names or names[0] != "hidden_states":
+        return False  # not the layout this forward mirrors
     layer._warpgauge_original_forward = original
-    layer._warpgauge_signature = sig
-    layer._warpgauge_returns_tuple = returns_tuple
+    layer._warpgauge_arg_names = names
+    layer._warpgauge_returns_tuple = "tuple" in (ann if isinstance(ann, str) else repr(ann)).lower()
     layer.forward = types.MethodType(_fused_forward, layer)
     return True
 
@@ -129,18 +132,15 @@ def _fused_forward(self, *args, **kwargs):
     """The pre-norm decoder block with ``residual + attn`` and the post-attention RMSNorm fused.
 
     Every argument but ``hidden_states`` is passed to ``self_attn`` unchanged (by name), so the
-    attention mask, positions, cache and rotary embeddings work exactly as in the original."""
-    bound = self._warpgauge_signature.bind(*args, **kwargs)
-    call = dict(bound.arguments)
-    extra = {}
-    for name, p in self._warpgauge_signature.parameters.items():
-        if p.kind is inspect.Parameter.VAR_KEYWORD and name in call:
-            extra = call.pop(name)
-        elif p.kind is inspect.Parameter.VAR_POSITIONAL and call.pop(name, ()):
-            raise TypeError("unexpected extra positional arguments to the decoder layer")
+    attention mask, positions, cache and rotary embeddings work exactly as in the original.
+    (Plain dict and zip work only, so torch.compile traces it without graph breaks.)"""
+    if len(args) > len(self._warpgauge_arg_names):
+        raise TypeError("too many positional arguments for the decoder layer")
+    call = dict(zip(self._warpgauge_arg_names, args))
+    call.update(kwargs)
     hidden_states = call.pop("hidden_states")
     residual = hidden_states
-    attn = self.self_attn(hidden_states=self.input_layernorm(hidden_states), **call, **extra)
+    attn = self.self_attn(hidden_states=self.input_layernorm(hidden_states), **call)
     attn_out = attn[0] if isinstance(attn, tuple) else attn
     # h = residual + attn_out (rounded once), y = RMSNorm(h): one kernel
     normed, h = self.post_attention_layernorm(attn_out, residual)
@@ -148,7 +148,7 @@ def _fused_forward(self, *args, **kwargs):
     if not self._warpgauge_returns_tuple:
         return hidden_states
     outputs = (hidden_states,)
-    if call.get("output_attentions") or extra.get("output_attentions"):
+    if call.get("output_attentions"):
         outputs += (attn[1] if isinstance(attn, tuple) and len(attn) > 1 else None,)
     return outputs
 
