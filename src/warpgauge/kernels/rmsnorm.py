@@ -254,7 +254,9 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
 
 @triton.jit
 def _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH: tl.constexpr):
-    dx = rstd * (w * dy) - (rstd * rstd * rstd) * hf * c
+    # rstd * (w*dy - h * (c*rstd) * rstd), not rstd^3 * h * c: rstd^3 underflows FP32 once
+    # |h| > ~1e13 (rstd < 1e-13), which silently dropped the second term (property tests).
+    dx = rstd * (w * dy - hf * ((c * rstd) * rstd))
     if HAS_DH:
         dx += tl.load(dh_ptr + idx, mask=m, other=0.0).to(tl.float32)
     return dx
