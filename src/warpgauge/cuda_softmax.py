@@ -119,6 +119,52 @@ def parse_resources(text: str) -> dict[str, dict[str, Any]]:
     return kernels
 
 
+# ---------------------------------------------------------------------------- the GPU probe
+
+# CUDA driver API results that mean "there is no usable GPU here" (cuda.h): no device, no driver
+# loaded, a driver too old for the runtime, and a device that CUDA_VISIBLE_DEVICES hides.
+_NO_GPU_CODES = {100: "CUDA_ERROR_NO_DEVICE", 35: "CUDA_ERROR_INSUFFICIENT_DRIVER",
+                 3: "CUDA_ERROR_NOT_INITIALIZED", 999: "CUDA_ERROR_UNKNOWN"}  # fmt: skip
+# The same conditions as the CUDA runtime reports them in the program's log.
+_NO_GPU_LOG = re.compile(
+    r"cudaErrorInsufficientDriver|cudaErrorNoDevice|no CUDA-capable device|"
+    r"CUDA driver version is insufficient"
+)
+
+
+def cuda_gpu_missing() -> str | None:
+    """Why no CUDA GPU can run the program here, or None when one is visible.
+
+    Asks the driver itself (libcuda through ctypes: cuInit, cuDeviceGetCount), so it needs
+    neither torch nor the toolkit and honours CUDA_VISIBLE_DEVICES."""
+    import ctypes
+
+    lib = None
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return "no NVIDIA driver is installed (libcuda cannot be loaded)"
+    rc = lib.cuInit(0)
+    if rc != 0:
+        return f"the CUDA driver found no usable GPU (cuInit: {_NO_GPU_CODES.get(rc, rc)})"
+    count = ctypes.c_int(0)
+    rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0 or count.value < 1:
+        return "the CUDA driver reports no GPU (check CUDA_VISIBLE_DEVICES)"
+    return None
+
+
+def _no_gpu_message(reason: str) -> str:
+    return (
+        f"cuda-softmax: no CUDA GPU: {reason}. The CUDA softmax program runs on an NVIDIA GPU; "
+        "run it on a GPU machine (the CPU test suite checks its bookkeeping with a fake binary)"
+    )
+
+
 # ----------------------------------------------------------------------------- the binary
 
 
@@ -646,6 +692,10 @@ def main(argv: list[str] | None = None) -> int:
             "cuda-softmax: --runs >= 0 and --rows, --width, --rounds, --inner >= 1", file=sys.stderr
         )
         return 2
+    missing = cuda_gpu_missing()
+    if missing:
+        print(_no_gpu_message(missing), file=sys.stderr)
+        return 2
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out: Path = a.out or Path(".out") / "cuda-softmax" / stamp
     raw = out / "raw"
@@ -695,6 +745,10 @@ def main(argv: list[str] | None = None) -> int:
             a.timeout,
         )
         sc_ok = rc == 0 and bool(doc and doc.get("ok"))
+        log_text = (out / "self-check.log").read_text(errors="replace")
+        if not sc_ok and _NO_GPU_LOG.search(log_text):
+            print(_no_gpu_message(_NO_GPU_LOG.search(log_text).group(0)), file=sys.stderr)
+            return 2
         summary["self_check"] = {"ok": sc_ok, "returncode": rc}
         say(f"self-check {'OK' if sc_ok else 'FAILED'} (log {out / 'self-check.log'})")
         ok &= sc_ok
