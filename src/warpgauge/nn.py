@@ -55,6 +55,8 @@ class RMSNorm(nn.RMSNorm):
         if residual is None:
             if not isinstance(x, torch.Tensor):
                 raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+            if x.dim() == 0:
+                raise ValueError("x is 0-D; RMSNorm normalizes over the last dimension (hidden)")
             y, _ = ops.add_rms_norm(x, _zero_residual(x), self.weight, self.eps)
             return y
         return ops.add_rms_norm(x, residual, self.weight, self.eps)
