@@ -1,5 +1,6 @@
 """warpgauge.nn modules on the GPU: eager against FP64 and torch.compile(fullgraph=True) against
-eager (same kernels, so the compiled outputs must be bit-identical), forward and backward."""
+eager, forward and backward. (Inductor may autotune the GEMM to another tile, which changes the
+FP32 summation order inside a dot, so compiled and eager agree to the tolerance table, not bits.)"""
 
 from __future__ import annotations
 
@@ -43,13 +44,13 @@ def test_block_compiles_fullgraph_and_matches_eager():
     x, r = _rand(3, 77, 1024, seed=1), _rand(3, 77, 1024, seed=2)
     eager = m(x, r)
     compiled = torch.compile(m, fullgraph=True)
-    assert torch.equal(compiled(x, r), eager)
+    assert_close(compiled(x, r), eager, msg="compiled forward")
     xs = x.detach().requires_grad_(True)
     compiled(xs, r).float().sum().backward()
     g_compiled = xs.grad.clone()
     xs.grad = None
     m(xs, r).float().sum().backward()
-    assert torch.equal(g_compiled, xs.grad)
+    assert_close(g_compiled, xs.grad, msg="compiled backward")
     y, h = m.norm(x, r)
     y_ref, h_ref = add_rms_norm_ref(x, r, m.norm.weight)
     assert_close(y, y_ref)
@@ -63,4 +64,4 @@ def test_int4_linear_decode_compiles_fullgraph():
     compiled = torch.compile(q, fullgraph=True, mode="reduce-overhead")
     for _ in range(3):  # warm-up and CUDA-graph capture, then replay
         out = compiled(x)
-    assert torch.equal(out, eager)
+    assert torch.equal(out, eager)  # no autotuning on the INT4 path: the same kernel and plan
