@@ -4,7 +4,13 @@ The same strategies and checks as the CI profile (tests/property_cases.py) with 
 rows up to 200, widths 1, 127, 4097 and 40000 (resident, and split or looped by the automatic rule
 on the GPU's SM count), all three dtypes, strided and batched views, masks and special values.
 Set WARPGAUGE_PROPERTY_COUNTS=FILE to record how many examples each test ran (the counts quoted
-in docs/limitations-and-claims.md come from that file).
+in docs/limitations-and-claims.md come from that file). WARPGAUGE_GPU_PROPERTY_SHARD=i/n runs
+shard i of n (EXAMPLES/n examples from hypothesis seed i), so n processes share the compile work.
+
+GEMM: every new (M bucket, N, K bucket, layout) autotunes 8 tiles and every stride class compiles
+each of them, which would take minutes here; the GEMM property examples therefore run with the
+autotuner's list cut to its smallest tile (64x64x64). The tiles themselves are checked at full
+size, through the autotuner, by tests/gpu/test_gemm_int4_gpu.py.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from warpgauge._device import interpreter_enabled
@@ -31,17 +37,24 @@ pytestmark = [
 ]
 
 EXAMPLES = int(os.environ.get("WARPGAUGE_GPU_PROPERTY_EXAMPLES", "500"))
-GPU = settings(
-    max_examples=EXAMPLES,
+_SHARD, _SHARDS = (int(v) for v in os.environ.get("WARPGAUGE_GPU_PROPERTY_SHARD", "0/1").split("/"))
+_settings = settings(
+    max_examples=-(-EXAMPLES // _SHARDS),
     deadline=None,
-    derandomize=True,
     database=None,
     suppress_health_check=list(HealthCheck),
 )
+
+
+def GPU(test):
+    return seed(20261201 + _SHARD)(_settings(test))
+
+
 _COUNTS: dict[str, int] = {}
 
 
 def _count(name: str) -> None:
+    name = f"{name}[{_SHARD}/{_SHARDS}]" if _SHARDS > 1 else name
     _COUNTS[name] = _COUNTS.get(name, 0) + 1
     path = os.environ.get("WARPGAUGE_PROPERTY_COUNTS")
     if path and _COUNTS[name] % 25 == 0:
@@ -90,9 +103,23 @@ def test_add_rms_norm(meta, eps, with_dh):
     _count("add_rms_norm")
 
 
+@pytest.fixture(scope="module")
+def one_gemm_tile():
+    from warpgauge.kernels import gemm as gemm_mod
+
+    kernels = list(gemm_mod._KERNELS.values())
+    saved = [k.configs for k in kernels]
+    for k in kernels:
+        k.configs = [c for c in k.configs if c.kwargs["BLOCK_M"] == c.kwargs["BLOCK_N"] == 64]
+        assert len(k.configs) == 1
+    yield
+    for k, c in zip(kernels, saved):
+        k.configs = c
+
+
 @GPU
 @given(meta=pc.gemm_case(pc.GPU))
-def test_gemm(meta):
+def test_gemm(meta, one_gemm_tile):
     pc.check_gemm(meta, "cuda")
     _count("gemm")
 

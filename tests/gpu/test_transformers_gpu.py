@@ -58,7 +58,7 @@ def _err(out, ref):
 @torch.no_grad()
 def test_llama_rms_norm_patch_matches_fp64_at_least_as_well_as_hf():
     m = _model().to(torch.bfloat16)
-    ids = torch.randint(0, 32000, (2, 128), device="cuda")
+    ids = torch.randint(0, 32000, (4, 256), device="cuda")
     ref = copy.deepcopy(m).double()(ids).logits
     base = m(ids).logits
     patched = apply_warpgauge(copy.deepcopy(m))
@@ -70,9 +70,14 @@ def test_llama_rms_norm_patch_matches_fp64_at_least_as_well_as_hf():
     e_hf, _ = _err(base, ref)
     print(f"max |logit - fp64|: warpgauge {e_wg:.4g}, hf bf16 {e_hf:.4g} (peak {scale:.3g})")
     assert e_wg <= 1.25 * e_hf + 1e-3 * scale, (e_wg, e_hf)
+    # Greedy tokens agree with FP64 as often as HF's: random weights give near-tied logits, so
+    # agreement is a binomial count over n positions; allow 3 standard deviations of it.
+    n = ref.shape[0] * ref.shape[1]
     agree = (out.argmax(-1) == ref.argmax(-1)).float().mean().item()
     agree_hf = (base.argmax(-1) == ref.argmax(-1)).float().mean().item()
-    assert agree >= agree_hf - 0.01, (agree, agree_hf)
+    sd = (max(agree_hf * (1 - agree_hf), 1 / n) / n) ** 0.5
+    print(f"greedy agreement with fp64: warpgauge {agree:.4f}, hf bf16 {agree_hf:.4f}, n={n}")
+    assert agree >= agree_hf - 3 * sd, (agree, agree_hf, sd)
     # the state dict is unchanged: same keys, same tensors
     assert patched.state_dict().keys() == m.state_dict().keys()
 
