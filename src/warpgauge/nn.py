@@ -170,9 +170,15 @@ class Int4Linear(nn.Module):
 
     @property
     def qweight(self) -> Int4Weight:
-        return Int4Weight(
-            self.packed, self.scales, (self.out_features, self.in_features), self.group_size
-        )
+        """The buffers as an ``Int4Weight`` (validated once, rebuilt when ``.to()`` replaces them;
+        ``load_state_dict`` copies into the same buffers, so the cached one stays right)."""
+        qw = self.__dict__.get("_qweight")
+        if qw is None or qw.packed is not self.packed or qw.scales is not self.scales:
+            qw = Int4Weight(
+                self.packed, self.scales, (self.out_features, self.in_features), self.group_size
+            )
+            self.__dict__["_qweight"] = qw
+        return qw
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():  # no Int4Weight (a checked dataclass) inside a graph
