@@ -128,3 +128,19 @@ def test_apply_rejects_a_non_module_and_leaves_other_models_alone():
     plain = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.LayerNorm(128))
     apply_warpgauge(plain, int4=True)
     assert plain.warpgauge_patched["rms_norm"] == 0 and isinstance(plain[0], torch.nn.Linear)
+
+
+def test_decode_example_without_a_gpu_says_so_and_exits_2(tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the example would measure")
+    path = Path(__file__).parents[1] / "examples" / "decode_tokens.py"
+    spec = importlib.util.spec_from_file_location("decode_tokens", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--quick", "--out", str(tmp_path / "d.json")]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
+    assert not (tmp_path / "d.json").exists()
+    assert set(mod.VARIANTS) == {"hf", "warpgauge", "warpgauge-int4", "torch-int4"}
