@@ -163,11 +163,18 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
+    t_start = time.perf_counter()
+
+    def say(msg):
+        print(f"[decode {time.perf_counter() - t_start:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
     import transformers
     import triton
 
+    say(f"imported transformers {transformers.__version__}")
     preset = PRESETS[a.preset]
     base = build_model(preset, a.seed)
+    say(f"built the {a.preset} model")
     g = torch.Generator(device="cuda").manual_seed(a.seed)
     ids = torch.randint(0, preset["vocab"], (1, a.prompt), device="cuda", generator=g)
     doc = {
@@ -184,7 +191,7 @@ def main(argv=None) -> int:
     for variant in a.variants.split(","):
         for mode in a.modes.split(","):
             row = {"variant": variant, "mode": mode}
-            print(f"[decode] {variant} {mode} ...", file=sys.stderr, flush=True)
+            say(f"{variant} {mode} ...")
             try:
                 m = make_variant(base, variant, a.group_size)
                 if mode == "compiled":
@@ -200,6 +207,7 @@ def main(argv=None) -> int:
                 torch._dynamo.reset()
                 torch.cuda.empty_cache()
             doc["results"].append(row)
+            say(f"{variant} {mode}: {row.get('tokens_per_s', row.get('error'))}")
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.write_text(json.dumps(doc, indent=1))  # after every row: nothing finished is lost
     hf = {r["mode"]: r.get("tokens_per_s") for r in doc["results"] if r["variant"] == "hf"}

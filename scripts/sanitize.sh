@@ -7,8 +7,9 @@
 # memcheck runs the "small" shapes; racecheck and initcheck the "tiny" ones (they are slower).
 # PYTORCH_NO_CUDA_MEMORY_CACHING=1 gives every tensor its own cudaMalloc, so an access past the
 # end of a tensor lands outside an allocation and memcheck sees it (the caching allocator's pools
-# would hide it). Each tool gets SANITIZE_TIMEOUT seconds (default 300). Exit status: non-zero if
-# any tool reported an error or a case failed.
+# would hide it). Each tool gets SANITIZE_TIMEOUT seconds (default 300). SANITIZE_ONLY=op,op and
+# SANITIZE_SHARD=i/n pick a subset (to run several sanitizer processes side by side). Exit status:
+# non-zero if any tool reported an error or a case failed.
 set -uo pipefail
 out=${1:?usage: scripts/sanitize.sh OUT_DIR [memcheck racecheck initcheck]}
 shift
@@ -28,6 +29,7 @@ for tool in $tools; do
   # shellcheck disable=SC2086
   timeout "${SANITIZE_TIMEOUT:-300}" "$san" --tool "$tool" --error-exitcode 97 --print-limit 200 \
     $extra python3 -m warpgauge.tools.sanitize_driver --size "$size" ${SANITIZE_ONLY:+--only "$SANITIZE_ONLY"} \
+    ${SANITIZE_SHARD:+--shard "$SANITIZE_SHARD"} \
     >"$log" 2>&1
   rc=$?
   echo "exit $rc" >>"$log"

@@ -122,25 +122,45 @@ def _cases(size: str):
 
     out.append(("add", "forward (flat, strided rows) + backward", add_case))
 
+    # Each GEMM case pins one autotuning config (case i runs config i mod 8) so that every tile is
+    # sanitized without the autotuner benchmarking all eight under the sanitizer for each case.
+    from warpgauge.kernels import gemm as gemm_mod
+
+    gemm_kernels = list(gemm_mod._KERNELS.values())
+    all_configs = [list(getattr(k, "configs", [])) for k in gemm_kernels]
     gemm_shapes = [(1, 17, 33), (65, 127, 255)] if tiny else [(1, 64, 4096), (127, 255, 65)]
     gemm_shapes += [] if tiny else [(300, 520, 1000)]
+    i = 0
     for M, N, K in gemm_shapes:
         for layout in ("nn", "tn", "nt", "sliced"):
+            pick = i % max(1, len(all_configs[0]))
+            i += 1
+            cfg = all_configs[0][pick] if all_configs[0] else None
 
-            def gemm_case(M=M, N=N, K=K, layout=layout):
-                a = rand(M, K) if layout[0] != "t" else rand(K, M).t()
-                b = rand(K, N) if layout[-1] != "t" or layout == "sliced" else rand(N, K).t()
-                if layout == "sliced":
-                    a = rand(M, K + 7)[:, 3 : K + 3]
-                c = wg.gemm(a, b)
-                assert_close(c, gemm_ref(a, b), msg="gemm")
-                aa, bb = a.detach().requires_grad_(True), b.detach().requires_grad_(True)
-                gr = rand(M, N)
-                wg.gemm(aa, bb).backward(gr)
-                assert_close(aa.grad, gemm_ref(gr, b.t()), msg="gemm dA")
-                assert_close(bb.grad, gemm_ref(a.t(), gr), msg="gemm dB")
+            def gemm_case(M=M, N=N, K=K, layout=layout, pick=pick):
+                saved = [getattr(k, "configs", None) for k in gemm_kernels]
+                try:
+                    for k, cfgs in zip(gemm_kernels, all_configs):
+                        if cfgs:
+                            k.configs = [cfgs[pick]]
+                    a = rand(M, K) if layout[0] != "t" else rand(K, M).t()
+                    b = rand(K, N) if layout[-1] != "t" or layout == "sliced" else rand(N, K).t()
+                    if layout == "sliced":
+                        a = rand(M, K + 7)[:, 3 : K + 3]
+                    c = wg.gemm(a, b)
+                    assert_close(c, gemm_ref(a, b), msg="gemm")
+                    aa, bb = a.detach().requires_grad_(True), b.detach().requires_grad_(True)
+                    gr = rand(M, N)
+                    wg.gemm(aa, bb).backward(gr)
+                    assert_close(aa.grad, gemm_ref(gr, b.t()), msg="gemm dA")
+                    assert_close(bb.grad, gemm_ref(a.t(), gr), msg="gemm dB")
+                finally:
+                    for k, c in zip(gemm_kernels, saved):
+                        if c is not None:
+                            k.configs = c
 
-            out.append(("gemm", f"forward+backward {M}x{N}x{K} {layout}", gemm_case))
+            tile = "" if cfg is None else f" tile {cfg.kwargs} warps={cfg.num_warps}"
+            out.append(("gemm", f"forward+backward {M}x{N}x{K} {layout}{tile}", gemm_case))
 
     N, K = (96, 256) if tiny else (1000, 128 * 13)
     int4_plans = [
@@ -178,12 +198,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m warpgauge.tools.sanitize_driver")
     p.add_argument("--size", choices=("small", "tiny"), default="small")
     p.add_argument("--only", default=None, help="comma-separated operator names to run")
+    p.add_argument("--shard", default="0/1", help="i/n: run cases i, i+n, i+2n, ... only")
     p.add_argument("--list", action="store_true", help="print the cases and exit")
     a = p.parse_args(argv)
     cases = _cases(a.size)
     if a.only:
         keep = set(a.only.split(","))
         cases = [c for c in cases if c[0] in keep]
+    shard, shards = (int(v) for v in a.shard.split("/"))
+    cases = cases[shard::shards]
     if a.list:
         for op, what, _ in cases:
             print(f"{op}: {what}")
