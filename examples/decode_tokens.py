@@ -128,7 +128,11 @@ def time_decode(model, ids, tokens: int, reps: int, compiled: bool) -> dict:
         t1, _ = gen(1)
         tn, _ = gen(1 + tokens)
         rates.append(tokens / max(tn - t1, 1e-9))
-    rates.sort()
+    return _summary(rates, warm_s, out[0, ids.shape[1] :].tolist())
+
+
+def _summary(rates: list[float], warm_s: float, generated: list[int]) -> dict:
+    rates = sorted(rates)
     q = statistics.quantiles(rates, n=10) if len(rates) >= 2 else [rates[0]] * 9
     med = statistics.median(rates)
     return {
@@ -138,8 +142,93 @@ def time_decode(model, ids, tokens: int, reps: int, compiled: bool) -> dict:
         "p90_tokens_per_s": q[-1],
         "samples_tokens_per_s": rates,
         "warmup_s": warm_s,
-        "generated": out[0, ids.shape[1] :].tolist(),
+        "generated": generated,
     }
+
+
+def _static_cache(model, max_len: int):
+    """A StaticCache for batch 1 across transformers versions (their constructors differ)."""
+    import inspect
+
+    import transformers
+
+    params = inspect.signature(transformers.StaticCache.__init__).parameters
+    kw = {"config": model.config, "max_cache_len": max_len}
+    for name, value in (("max_batch_size", 1), ("device", "cuda"), ("dtype", torch.bfloat16)):
+        if name in params:
+            kw[name] = value
+    return transformers.StaticCache(**kw)
+
+
+def time_decode_steps(model, ids, tokens: int, reps: int, graphs: bool) -> dict:
+    """Greedy decode as a loop of single-token model steps over a static KV cache: eager steps,
+    or one step captured as a CUDA graph and replayed (what reduce-overhead does, without the
+    compiler). Rate = tokens / time of the loop; generate()'s own per-token work is not in it."""
+    P = ids.shape[1]
+    cache = _static_cache(model, P + tokens + 8)
+
+    def step(tok, pos):
+        out = model(
+            input_ids=tok,
+            past_key_values=cache,
+            cache_position=pos,
+            position_ids=pos.unsqueeze(0),
+            use_cache=True,
+        )
+        return out.logits[:, -1, :].argmax(-1, keepdim=True)
+
+    def prefill():
+        # reset() zeroes the cache in place (a captured graph keeps its addresses) and restarts
+        # its write position: some transformers versions keep it in the cache (a device tensor),
+        # ignoring cache_position, so every run starts from a fresh prefill.
+        cache.reset()
+        return step(ids, torch.arange(P, device="cuda"))
+
+    t_warm = time.perf_counter()
+    first = prefill()
+    s_tok, s_pos = first.clone(), torch.tensor([P], device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside any capture (allocations, lazy inits)
+        for _ in range(2):
+            step(s_tok, s_pos)
+    torch.cuda.current_stream().wait_stream(side)
+    first = prefill()
+    if graphs:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            s_next = step(s_tok, s_pos)
+
+        def one():
+            graph.replay()
+            s_tok.copy_(s_next)
+            s_pos.add_(1)
+    else:
+
+        def one():
+            s_tok.copy_(step(s_tok, s_pos))
+            s_pos.add_(1)
+
+    def run(n):
+        s_tok.copy_(prefill())  # untimed
+        s_pos.fill_(P)
+        generated = torch.empty(n, dtype=torch.long, device=s_tok.device)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i in range(n):
+            one()
+            generated[i : i + 1].copy_(s_tok.view(-1))  # one tiny copy per token, both modes
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        return dt, generated.tolist()
+
+    run(tokens)
+    warm_s = time.perf_counter() - t_warm
+    rates, gen = [], []
+    for _ in range(reps):
+        dt, gen = run(tokens)
+        rates.append(tokens / dt)
+    return _summary(rates, warm_s, [int(first)] + gen[:-1])
 
 
 def main(argv=None) -> int:
@@ -147,7 +236,12 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", choices=sorted(PRESETS), default="1b")
     ap.add_argument("--quick", action="store_true", help="preset quick, eager only, few tokens")
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--modes", default="eager,compiled", help="eager and/or compiled")
+    ap.add_argument(
+        "--modes",
+        default="eager,step,graphs,compiled",
+        help="eager: generate(); step: a loop of model steps over a static cache; graphs: that "
+        "step as a replayed CUDA graph; compiled: generate() with torch.compile(reduce-overhead)",
+    )
     ap.add_argument("--prompt", type=int, default=32, help="prompt tokens")
     ap.add_argument("--tokens", type=int, default=64, help="decode tokens timed")
     ap.add_argument("--reps", type=int, default=5)
@@ -156,7 +250,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("decode_tokens.json"))
     a = ap.parse_args(argv)
     if a.quick:
-        a.preset, a.modes, a.tokens, a.reps = "quick", "eager", 32, 3
+        a.preset, a.modes, a.tokens, a.reps = "quick", "eager,step,graphs", 32, 3
     if not torch.cuda.is_available():
         print(
             "decode_tokens: no CUDA GPU is visible here; this example measures on a GPU",
@@ -185,7 +279,10 @@ def main(argv=None) -> int:
                    "dtype": "bfloat16", "weights": f"random (LlamaConfig, seed {a.seed})"},
         "environment": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                         "triton": triton.__version__, "transformers": transformers.__version__},
-        "method": "tokens / (t(generate 1+tokens) - t(generate 1)), median over reps",
+        "method": {
+            "eager, compiled": "tokens / (t(generate 1+tokens) - t(generate 1)), median of reps",
+            "step, graphs": "tokens / t(loop of single-token steps, static cache), median of reps",
+        },
         "results": [],
     }  # fmt: skip
     for variant in a.variants.split(","):
@@ -197,7 +294,10 @@ def main(argv=None) -> int:
                 if mode == "compiled":
                     m.forward = torch.compile(m.forward, mode="reduce-overhead")
                 with torch.no_grad():
-                    row.update(time_decode(m, ids, a.tokens, a.reps, mode == "compiled"))
+                    if mode in ("step", "graphs"):
+                        row.update(time_decode_steps(m, ids, a.tokens, a.reps, mode == "graphs"))
+                    else:
+                        row.update(time_decode(m, ids, a.tokens, a.reps, mode == "compiled"))
                 row["patched"] = getattr(m, "warpgauge_patched", None)
             except Exception as e:  # recorded in the result, the other variants still run
                 row["error"] = f"{type(e).__name__}: {e}"
@@ -210,8 +310,14 @@ def main(argv=None) -> int:
             say(f"{variant} {mode}: {row.get('tokens_per_s', row.get('error'))}")
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.write_text(json.dumps(doc, indent=1))  # after every row: nothing finished is lost
+    eager = {r["variant"]: r.get("generated") for r in doc["results"] if r["mode"] == "eager"}
+    for r in doc["results"]:  # the step loops must produce generate()'s greedy tokens
+        if r["mode"] != "eager" and r.get("generated") and eager.get(r["variant"]):
+            n = min(len(r["generated"]), len(eager[r["variant"]]))
+            r["tokens_match_eager"] = r["generated"][:n] == eager[r["variant"]][:n]
+    a.out.write_text(json.dumps(doc, indent=1))
     hf = {r["mode"]: r.get("tokens_per_s") for r in doc["results"] if r["variant"] == "hf"}
-    print(f"{'variant':<16} {'mode':<9} {'tok/s':>9} {'ms/tok':>8} {'vs hf':>7}")
+    print(f"{'variant':<16} {'mode':<9} {'tok/s':>9} {'ms/tok':>8} {'vs hf':>7} tokens=eager")
     for r in doc["results"]:
         if "error" in r:
             print(f"{r['variant']:<16} {r['mode']:<9} error: {r['error'][:80]}")
@@ -219,7 +325,7 @@ def main(argv=None) -> int:
         ref = hf.get(r["mode"])
         rel = f"{r['tokens_per_s'] / ref:.2f}x" if ref else "-"
         print(f"{r['variant']:<16} {r['mode']:<9} {r['tokens_per_s']:9.1f} "
-              f"{r['ms_per_token']:8.3f} {rel:>7}")  # fmt: skip
+              f"{r['ms_per_token']:8.3f} {rel:>7} {r.get('tokens_match_eager', '-')}")  # fmt: skip
     return 0 if all("error" not in r for r in doc["results"]) else 1
 
 
