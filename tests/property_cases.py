@@ -191,7 +191,10 @@ def check_softmax(meta, device, mask: str):
     if plan is None and meta["special"] == "none" and mask == "none":
         xs = x.detach().requires_grad_(True)
         wg.softmax(xs).backward(dy)
-        assert torch.equal(_rows(xs.grad), dx), "autograd and the backward launcher differ"
+        # bitwise, NaN matching NaN ("huge" FP16 inputs overflow to inf, giving NaN rows)
+        g = _rows(xs.grad)
+        same = (g == dx) | (torch.isnan(g) & torch.isnan(dx))
+        assert bool(same.all()), "autograd and the backward launcher differ"
 
 
 def _rms_bwd_ref(h, w, dy, dh, eps):
@@ -240,6 +243,10 @@ def check_add_rms_norm(meta, device, eps: float, with_dh: bool):
         ref64 = dx_ref.double()
         bound = 16 * 2.0**-23 * (t1 + t2) + fi.eps * ref64.abs() + fi.smallest_normal * fi.eps
         err = (dx.double() - ref64).abs()
+        # NaN matches NaN and equal infinities match (h overflows to inf for "huge" FP16 rows)
+        same = (dx.double() == ref64) | (torch.isnan(dx.double()) & torch.isnan(ref64))
+        err = torch.where(same, torch.zeros_like(err), err)
+        bound = torch.where(same, torch.ones_like(bound), bound)
         i = int((err / bound).argmax())
         assert bool((err <= bound).all()), (
             f"rms dx (narrow) {meta}: worst element err {err.view(-1)[i]:.3g} > bound "
