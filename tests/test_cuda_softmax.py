@@ -168,7 +168,13 @@ def _fake_binary(tmp_path: Path, correct: bool = True) -> Path:
     return p
 
 
-def test_runner_reports_middle_run_and_spread(tmp_path):
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """The fake binary stands in for a GPU run: tell the probe a GPU is there."""
+    monkeypatch.setattr(cs, "cuda_gpu_missing", lambda: None)
+
+
+def test_runner_reports_middle_run_and_spread(tmp_path, fake_gpu):
     out = tmp_path / "out"
     argv = ["--binary", str(_fake_binary(tmp_path)), "--skip-python", "--out", str(out)]
     assert cs.main(argv) == 0
@@ -208,7 +214,7 @@ def test_runner_reports_middle_run_and_spread(tmp_path):
     assert worst["softmax_serial_uncompensated"]["diagnostic"]
 
 
-def test_runner_fails_when_the_binary_fails(tmp_path):
+def test_runner_fails_when_the_binary_fails(tmp_path, fake_gpu):
     out = tmp_path / "out"
     argv = ["--binary", str(_fake_binary(tmp_path, correct=False)), "--skip-python",
             "--runs", "2", "--out", str(out)]  # fmt: skip
@@ -254,3 +260,42 @@ def test_help_exits_cleanly(capsys):
         cs.main(["--help"])
     assert e.value.code == 0
     assert "--runs" in capsys.readouterr().out
+
+
+def test_without_a_gpu_says_so_and_exits_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cs, "cuda_gpu_missing", lambda: "cuInit: CUDA_ERROR_NO_DEVICE")
+    out = tmp_path / "out"
+    assert cs.main(["--binary", str(_fake_binary(tmp_path)), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no CUDA GPU" in err and "CUDA_ERROR_NO_DEVICE" in err
+    assert "FAILED" not in err and not out.exists()  # nothing half-written, no false verdicts
+
+
+def test_the_probe_on_this_machine(tmp_path, capsys):
+    """The real probe (libcuda through ctypes): on a machine without a GPU, exit 2 and say so."""
+    reason = cs.cuda_gpu_missing()
+    try:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    except ImportError:  # pragma: no cover
+        has_gpu = None
+    if has_gpu is not None:
+        assert (reason is None) == has_gpu, reason
+    if reason is None:
+        pytest.skip("a CUDA GPU is visible here")
+    assert cs.main(["--runs", "1", "--out", str(tmp_path / "out")]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_a_binary_that_reports_an_insufficient_driver_exits_2(tmp_path, fake_gpu, capsys):
+    p = tmp_path / "softmax"
+    p.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        "print('CUDA error: cudaErrorInsufficientDriver: CUDA driver version is insufficient', "
+        "file=sys.stderr)\nsys.exit(1)\n"
+    )
+    p.chmod(0o755)
+    assert cs.main(["--binary", str(p), "--skip-python", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "no CUDA GPU" in err and "cudaErrorInsufficientDriver" in err

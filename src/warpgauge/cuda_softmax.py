@@ -32,16 +32,23 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-SUMMARY_SCHEMA = "warpgauge.cuda_softmax.summary/1"
-PYTHON_SCHEMA = "warpgauge.cuda_softmax.python_run/1"
-KERNELS = ("softmax_serial", "softmax_parallel", "softmax_online_scalar", "softmax_online")
-PYTHON_PROVIDERS = ("torch.softmax", "warpgauge.softmax")
-TOLERANCE = 2e-5  # max abs error and row-sum error, as in the CUDA program
+from .cuda_softmax_summary import (  # noqa: F401  (re-exported: the runner's public helpers)
+    KERNELS,
+    PYTHON_PROVIDERS,
+    PYTHON_SCHEMA,
+    SUMMARY_SCHEMA,
+    TOLERANCE,
+    middle_run,
+    percentile,
+    render_markdown,
+    sample_stats,
+    summarize,
+    worst_errors,
+)
 
 # The small, slow-path shape the sanitizers run (instrumented runs are 10-100x slower): an odd
 # width with misaligned rows reaches the scalar head, float4 body and scalar tail.
@@ -117,6 +124,52 @@ def parse_resources(text: str) -> dict[str, dict[str, Any]]:
                 smem_bytes=int(m.group(3) or 0),
             )
     return kernels
+
+
+# ---------------------------------------------------------------------------- the GPU probe
+
+# CUDA driver API results that mean "there is no usable GPU here" (cuda.h): no device, no driver
+# loaded, a driver too old for the runtime, and a device that CUDA_VISIBLE_DEVICES hides.
+_NO_GPU_CODES = {100: "CUDA_ERROR_NO_DEVICE", 35: "CUDA_ERROR_INSUFFICIENT_DRIVER",
+                 3: "CUDA_ERROR_NOT_INITIALIZED", 999: "CUDA_ERROR_UNKNOWN"}  # fmt: skip
+# The same conditions as the CUDA runtime reports them in the program's log.
+_NO_GPU_LOG = re.compile(
+    r"cudaErrorInsufficientDriver|cudaErrorNoDevice|no CUDA-capable device|"
+    r"CUDA driver version is insufficient"
+)
+
+
+def cuda_gpu_missing() -> str | None:
+    """Why no CUDA GPU can run the program here, or None when one is visible.
+
+    Asks the driver itself (libcuda through ctypes: cuInit, cuDeviceGetCount), so it needs
+    neither torch nor the toolkit and honours CUDA_VISIBLE_DEVICES."""
+    import ctypes
+
+    lib = None
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return "no NVIDIA driver is installed (libcuda cannot be loaded)"
+    rc = lib.cuInit(0)
+    if rc != 0:
+        return f"the CUDA driver found no usable GPU (cuInit: {_NO_GPU_CODES.get(rc, rc)})"
+    count = ctypes.c_int(0)
+    rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0 or count.value < 1:
+        return "the CUDA driver reports no GPU (check CUDA_VISIBLE_DEVICES)"
+    return None
+
+
+def _no_gpu_message(reason: str) -> str:
+    return (
+        f"cuda-softmax: no CUDA GPU: {reason}. The CUDA softmax program runs on an NVIDIA GPU; "
+        "run it on a GPU machine (the CPU test suite checks its bookkeeping with a fake binary)"
+    )
 
 
 # ----------------------------------------------------------------------------- the binary
@@ -226,329 +279,6 @@ def sanitize(binary: Path, out_dir: Path, sanitizer: str | None, timeout: float)
     return results
 
 
-# ------------------------------------------------------------------------------ statistics
-
-
-def percentile(sorted_values: list[float], p: float) -> float:
-    """Linear interpolation between closest ranks (the CUDA program's rule, numpy's default)."""
-    if not sorted_values:
-        return math.nan
-    pos = p * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def sample_stats(samples: list[float]) -> dict[str, float]:
-    s = sorted(samples)
-    return {
-        "median_us": percentile(s, 0.5),
-        "p10_us": percentile(s, 0.1),
-        "p90_us": percentile(s, 0.9),
-        "min_us": s[0] if s else math.nan,
-        "max_us": s[-1] if s else math.nan,
-        "mean_us": sum(s) / len(s) if s else math.nan,
-        "n": len(s),
-    }
-
-
-def middle_run(medians: list[float]) -> int:
-    """Index of the run whose median is the middle one (sorted position (n-1)//2: 4th of 7)."""
-    order = sorted(range(len(medians)), key=lambda i: (medians[i], i))
-    return order[(len(medians) - 1) // 2]
-
-
-def worst_errors(docs: list[dict | None]) -> dict[str, dict[str, Any]]:
-    """Per checked kernel (diagnostic included), the largest errors over all cases of all runs."""
-    worst: dict[str, dict[str, Any]] = {}
-    for doc in docs:
-        for r in (doc or {}).get("correctness", {}).get("results", []):
-            w = worst.setdefault(
-                r["kernel"],
-                {"max_abs_err": 0.0, "max_row_sum_err": 0.0, "all_pass": True,
-                 "diagnostic": r.get("diagnostic", False)},
-            )  # fmt: skip
-            for key in ("max_abs_err", "max_row_sum_err"):
-                v = r[key]
-                w[key] = math.inf if v is None else max(w[key], v)  # null: NaN or inf
-            w["all_pass"] = w["all_pass"] and r["pass"]
-    return worst
-
-
-def _cuda_entries(doc: dict) -> dict[str, dict]:
-    return {k["name"]: k for k in doc.get("kernels") or []}
-
-
-def _python_entries(doc: dict) -> dict[str, dict]:
-    return {p["name"]: p for p in doc.get("providers") or [] if p.get("median_us") is not None}
-
-
-def summarize(cuda_docs: list[dict | None], python_docs: list[dict | None]) -> dict[str, Any]:
-    """Middle run and spread per kernel/provider, and within-run ratios of medians."""
-    entries: dict[str, list[tuple[int, dict]]] = {}
-    for source, docs, extract in (
-        ("cuda", cuda_docs, _cuda_entries),
-        ("python", python_docs, _python_entries),
-    ):
-        for run, doc in enumerate(docs, start=1):
-            for name, e in (extract(doc) if doc else {}).items():
-                entries.setdefault(name, []).append((run, {**e, "source": source}))
-
-    kernels: dict[str, Any] = {}
-    for name, runs in entries.items():
-        medians = [e["median_us"] for _, e in runs]
-        mid_run, mid = runs[middle_run(medians)]
-        lo, hi = min(medians), max(medians)
-        kernels[name] = {
-            "source": mid["source"],
-            "runs": [r for r, _ in runs],
-            "run_medians_us": medians,
-            "middle_run": mid_run,
-            "median_us": mid["median_us"],
-            "p10_us": mid["p10_us"],
-            "p90_us": mid["p90_us"],
-            "n": mid.get("n"),
-            "spread": {"min_us": lo, "max_us": hi, "max_over_min": hi / lo if lo > 0 else None},
-        }
-
-    def per_run(name: str) -> dict[int, float]:
-        return {r: e["median_us"] for r, e in entries.get(name, [])}
-
-    pairs = [(a, b) for i, a in enumerate(KERNELS) for b in KERNELS[i + 1 :]]
-    pairs.append(("torch.softmax", "warpgauge.softmax"))
-    pairs += [(k, "torch.softmax") for k in KERNELS]
-    ratios = []
-    for a, b in pairs:
-        ma, mb = per_run(a), per_run(b)
-        common = sorted(set(ma) & set(mb))
-        if not common:
-            continue
-        values = [ma[r] / mb[r] for r in common]
-        ratios.append(
-            {
-                "a": a,
-                "b": b,
-                "meaning": f"median({a}) / median({b}) within each run; > 1: {a} slower",
-                "same_process": (a in KERNELS) == (b in KERNELS),
-                "per_run": values,
-                "min": min(values),
-                "max": max(values),
-            }
-        )
-    return {"kernels": kernels, "ratios": ratios}
-
-
-# ------------------------------------------------------------------- torch and warpgauge timing
-
-
-def _row_errors(torch, y, ref) -> tuple[float, float]:
-    y64 = y.detach().to("cpu", torch.float64)
-    abs_err = (y64 - ref).abs().max().item()
-    sum_err = (y64.sum(-1) - ref.sum(-1)).abs().max().item()
-    return abs_err, sum_err
-
-
-def time_python_providers(a: argparse.Namespace) -> dict[str, Any]:
-    """torch.softmax and warpgauge.softmax at (rows, width) FP32, timed like the CUDA program:
-    compute warm-up, then rounds of [pad, every provider once in rotating order], each sample
-    between two CUDA events; correctness (FP64 reference, NaN never passes) before timing."""
-    doc: dict[str, Any] = {"schema": PYTHON_SCHEMA, "rows": a.rows, "width": a.width}
-
-    def none_available(reason: str) -> dict[str, Any]:
-        doc["providers"] = [
-            {"name": n, "available": False, "reason": reason} for n in PYTHON_PROVIDERS
-        ]
-        return doc
-
-    try:
-        import torch
-    except ImportError as e:
-        return none_available(f"unavailable: cannot import torch ({e})")
-    if not torch.cuda.is_available():
-        return none_available("unavailable: torch.cuda.is_available() is False")
-
-    dev = torch.device("cuda")
-    doc["device"] = torch.cuda.get_device_name(dev)
-    doc["torch_version"] = torch.__version__
-    gen = torch.Generator(device=dev).manual_seed(a.seed)
-    x = torch.rand(a.rows, a.width, device=dev, generator=gen) * 12.0 - 6.0
-    x = torch.where(x == 0, torch.full_like(x, 1e-3), x)  # never exactly zero
-    ref = torch.softmax(x.to("cpu", torch.float64), dim=-1)
-
-    candidates: dict[str, Any] = {"torch.softmax": lambda: torch.softmax(x, dim=-1)}
-    unavailable: dict[str, str] = {}
-    try:
-        import warpgauge
-
-        wg_softmax = warpgauge.softmax
-        candidates["warpgauge.softmax"] = lambda: wg_softmax(x)
-    except Exception as e:  # recorded, never silent: the table shows the reason
-        unavailable["warpgauge.softmax"] = f"unavailable: {type(e).__name__}: {e}"
-
-    providers: dict[str, dict[str, Any]] = {}
-    timed: dict[str, Any] = {}
-    for name, fn in candidates.items():
-        try:
-            y = fn()  # also compiles/autotunes before any timing
-            torch.cuda.synchronize()
-        except Exception as e:
-            unavailable[name] = f"unavailable: {type(e).__name__}: {e}"
-            continue
-        abs_err, sum_err = _row_errors(torch, y, ref)
-        correct = abs_err <= TOLERANCE and sum_err <= TOLERANCE  # NaN compares False
-        providers[name] = {
-            "name": name,
-            "available": True,
-            "correct": correct,
-            "max_abs_err": abs_err if math.isfinite(abs_err) else None,
-            "max_row_sum_err": sum_err if math.isfinite(sum_err) else None,
-        }
-        if correct:
-            timed[name] = fn
-        else:
-            providers[name]["reason"] = "incorrect: not timed"
-    for name, reason in unavailable.items():
-        providers[name] = {"name": name, "available": False, "reason": reason}
-
-    names = list(timed)
-    # Compute warm-up: FP32 matmuls until warmup_ms of wall time has passed.
-    a_mat = torch.randn(2048, 2048, device=dev, generator=gen)
-    t0 = time.perf_counter()
-    launches = 0
-    while names and (time.perf_counter() - t0) * 1e3 < a.warmup_ms:
-        _ = a_mat @ a_mat
-        torch.cuda.synchronize()
-        launches += 1
-    doc["warmup_ms_actual"] = (time.perf_counter() - t0) * 1e3
-    doc["warmup_launches"] = launches
-
-    # Pad: torch.cuda._sleep spins for a number of GPU cycles; calibrated to python_pad_us.
-    pad_cycles = 0
-    sleep = getattr(torch.cuda, "_sleep", None)
-    if names and a.python_pad_us > 0 and sleep is not None:
-        probe = 1_000_000
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        for _ in range(2):  # the first call may include loading the kernel; keep the second
-            s.record()
-            sleep(probe)
-            e.record()
-            e.synchronize()
-        pad_cycles = max(1, int(probe * a.python_pad_us / (s.elapsed_time(e) * 1e3)))
-    doc["pad_us_target"] = a.python_pad_us
-    doc["pad_cycles"] = pad_cycles
-    doc["pad"] = "torch.cuda._sleep" if pad_cycles else "none"
-
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    gaps: list[float] = []
-    if names:
-        ev = {
-            n: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            for n in names
-        }
-        pad_end = torch.cuda.Event(enable_timing=True)
-        for r in range(a.rounds):
-            if pad_cycles:
-                sleep(pad_cycles)
-            pad_end.record()
-            order = [names[(r + j) % len(names)] for j in range(len(names))]
-            for n in order:
-                ev[n][0].record()
-                for _ in range(a.inner):
-                    timed[n]()
-                ev[n][1].record()
-            ev[order[-1]][1].synchronize()
-            total = 0.0
-            for n in names:
-                ms = ev[n][0].elapsed_time(ev[n][1])
-                samples[n].append(ms * 1e3 / a.inner)
-                total += ms * 1e3
-            gaps.append(max(0.0, pad_end.elapsed_time(ev[order[-1]][1]) * 1e3 - total))
-    gap_sorted = sorted(gaps)
-    doc["round_gap_us"] = {
-        "median": percentile(gap_sorted, 0.5) if gaps else None,
-        "max": gap_sorted[-1] if gaps else None,
-    }
-    doc["rounds"], doc["inner"] = a.rounds, a.inner
-    for n in names:
-        providers[n].update(sample_stats(samples[n]), samples_us=samples[n])
-    doc["providers"] = [providers[n] for n in PYTHON_PROVIDERS if n in providers]
-    return doc
-
-
-# --------------------------------------------------------------------------------- reporting
-
-
-def _fmt(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
-
-
-def render_markdown(summary: dict[str, Any]) -> str:
-    shape, dev = summary["shape"], summary.get("device") or {}
-    lines = [
-        f"# CUDA softmax: {dev.get('name', 'unknown GPU')}, {shape['rows']}x{shape['width']} FP32, "
-        f"{summary['runs_ok']}/{summary['runs_requested']} runs",
-        "",
-        "Per kernel, the run whose median is the middle one of the runs; spread is over the run "
-        "medians. Times are microseconds per launch (CUDA events, warm L2).",
-        "",
-        "| kernel | median (us) | p10 | p90 | middle run | run medians min-max (us) | max/min |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name in (*KERNELS, *PYTHON_PROVIDERS):
-        k = summary["kernels"].get(name)
-        if k is None:
-            reason = summary.get("unavailable", {}).get(name, "not measured")
-            lines.append(f"| {name} | {reason} | | | | | |")
-            continue
-        sp = k["spread"]
-        lines.append(
-            f"| {name} | {_fmt(k['median_us'])} | {_fmt(k['p10_us'])} | {_fmt(k['p90_us'])} | "
-            f"{k['middle_run']} | {_fmt(sp['min_us'])}-{_fmt(sp['max_us'])} | "
-            f"{_fmt(sp['max_over_min'], 2)}x |"
-        )
-    if summary["ratios"]:
-        lines += [
-            "",
-            "| ratio of medians (within each run) | min | max | same process |",
-            "|---|---|---|---|",
-        ]
-        for r in summary["ratios"]:
-            lines.append(
-                f"| {r['a']} / {r['b']} | {_fmt(r['min'], 2)}x | {_fmt(r['max'], 2)}x | "
-                f"{'yes' if r['same_process'] else 'no'} |"
-            )
-    c = summary["correctness"]
-    worst = c.get("worst_errors") or {}
-    if worst:
-        lines += ["", "| checked kernel | worst max abs err | worst row-sum err | all cases pass |",
-                  "|---|---|---|---|"]  # fmt: skip
-        for name, w in worst.items():
-            tag = " (diagnostic, not a gate)" if w["diagnostic"] else ""
-            lines.append(
-                f"| {name}{tag} | {w['max_abs_err']:.3g} | {w['max_row_sum_err']:.3g} | "
-                f"{'yes' if w['all_pass'] else 'no'} |"
-            )
-    lines += [
-        "",
-        f"Correctness (FP64 reference, tolerance {TOLERANCE:g}): "
-        + ("all runs passed." if c["all_pass"] else "FAILED, see summary.json."),
-    ]
-    sc = summary.get("self_check")
-    if sc is not None:
-        lines.append(
-            f"Self-check (broken kernel must be caught): {'OK' if sc['ok'] else 'FAILED'}."
-        )
-    san = summary.get("sanitize")
-    if san is not None:
-        parts = [
-            f"{t}: {'clean' if san[t]['clean'] else san[t]['reason']} ({'; '.join(san[t]['summary'])})"
-            for t in ("memcheck", "racecheck")
-            if t in san
-        ]
-        lines.append("Sanitizers: " + ("; ".join(parts) if parts else san.get("reason", "")) + ".")
-    return "\n".join(lines) + "\n"
-
-
 def _write_json(path: Path, doc: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
@@ -646,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
             "cuda-softmax: --runs >= 0 and --rows, --width, --rounds, --inner >= 1", file=sys.stderr
         )
         return 2
+    missing = cuda_gpu_missing()
+    if missing:
+        print(_no_gpu_message(missing), file=sys.stderr)
+        return 2
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out: Path = a.out or Path(".out") / "cuda-softmax" / stamp
     raw = out / "raw"
@@ -695,6 +429,10 @@ def main(argv: list[str] | None = None) -> int:
             a.timeout,
         )
         sc_ok = rc == 0 and bool(doc and doc.get("ok"))
+        log_text = (out / "self-check.log").read_text(errors="replace")
+        if not sc_ok and _NO_GPU_LOG.search(log_text):
+            print(_no_gpu_message(_NO_GPU_LOG.search(log_text).group(0)), file=sys.stderr)
+            return 2
         summary["self_check"] = {"ok": sc_ok, "returncode": rc}
         say(f"self-check {'OK' if sc_ok else 'FAILED'} (log {out / 'self-check.log'})")
         ok &= sc_ok
@@ -730,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         ok &= good
         if not a.skip_python:
+            from .cuda_softmax_python import time_python_providers
+
             pdoc = time_python_providers(a)
             pdoc["run"] = i
             _write_json(raw / f"python-run-{i}.json", _jsonable(pdoc))

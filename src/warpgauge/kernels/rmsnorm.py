@@ -154,6 +154,11 @@ def validate(x, residual, weight, eps):
     check_tensor("weight", weight)
     check_same_device([("x", x), ("residual", residual), ("weight", weight)])
     check_same_dtype([("x", x), ("residual", residual)])
+    if x.dim() == 0:
+        raise ValueError(
+            "x is 0-D; add_rms_norm normalizes over the last dimension, so x needs at least one "
+            "dimension (e.g. x.reshape(1, -1) for a single row)"
+        )
     if residual.shape != x.shape:
         raise ValueError(
             f"residual has shape {tuple(residual.shape)} but x has {tuple(x.shape)}; they must match"
@@ -254,7 +259,9 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
 
 @triton.jit
 def _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH: tl.constexpr):
-    dx = rstd * (w * dy) - (rstd * rstd * rstd) * hf * c
+    # rstd * (w*dy - h * (c*rstd) * rstd), not rstd^3 * h * c: rstd^3 underflows FP32 once
+    # |h| > ~1e13 (rstd < 1e-13), which silently dropped the second term (property tests).
+    dx = rstd * (w * dy - hf * ((c * rstd) * rstd))
     if HAS_DH:
         dx += tl.load(dh_ptr + idx, mask=m, other=0.0).to(tl.float32)
     return dx
