@@ -7,6 +7,9 @@
     warpgauge compare RUN_A RUN_B
     warpgauge providers           every provider and whether it is usable here
     warpgauge cuda-softmax ...    the CUDA softmax program (arguments are passed through)
+    warpgauge roofline RUN        throughput vs intensity under the run's measured roofs
+    warpgauge profile             Nsight Compute metrics and the byte-model check
+    warpgauge experiment NAME...  clock ramp, specialization, sweeps, Inductor, compile cost
 
 Heavy modules (torch, the kernels, rich) are imported inside the commands that need them.
 """
@@ -177,6 +180,58 @@ def providers() -> None:
         t.add_row(r["op"], r["name"], r["label"], r["family"], "yes" if r["baseline"] else "",
                   "available" if r["available"] else f"absent: {r['reason']}")  # fmt: skip
     Console(highlight=False).print(t)
+
+
+@app.command("roofline")
+def roofline_cmd(
+    run: Annotated[Path, typer.Argument(help="Run directory.")],
+    lane: Annotated[str, typer.Option(help="cold or warm.")] = "cold",
+    out: Annotated[Path | None, typer.Option(help="Directory (default RUN/roofline).")] = None,
+) -> None:
+    """Achieved throughput vs arithmetic intensity under the run's measured roofs (JSON + PNG)."""
+    from warpgauge.roofline.cli import roofline_cli
+
+    raise typer.Exit(roofline_cli(run, lane=lane, out=out))
+
+
+@app.command("profile")
+def profile_cmd(
+    targets: Annotated[
+        list[str] | None, typer.Option(help="Target name substrings (comma-separated).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Directory that receives <profile-id>/.")] = Path(
+        "results"
+    ),
+    list_targets: Annotated[bool, typer.Option("--list", help="List targets and exit.")] = False,
+    ncu: Annotated[str | None, typer.Option(help="Path of ncu (default: $NCU or PATH).")] = None,
+    group_timeout: Annotated[float, typer.Option(help="Seconds per ncu process.")] = 240.0,
+    profile_id: Annotated[str | None, typer.Option(help="Directory name of the profile.")] = None,
+) -> None:
+    """Nsight Compute on one launch of each selected kernel; metrics + byte-model check."""
+    from warpgauge.profile.cli import profile_cli
+
+    raise typer.Exit(profile_cli(out, _split(targets), list_targets, ncu,
+                                 group_timeout_s=group_timeout, profile_id=profile_id))  # fmt: skip
+
+
+@app.command("experiment")
+def experiment_cmd(
+    names: Annotated[
+        list[str],
+        typer.Argument(
+            help="clock-ramp, specialization, warps, chunks, "
+            "gemm-grouping, inductor, compile-cost, or all."
+        ),
+    ],
+    out: Annotated[Path, typer.Option(help="Directory for <name>.json.")] = Path(
+        "results/experiments"
+    ),
+    tiny: Annotated[bool, typer.Option(help="Small sizes: a smoke run.")] = False,
+) -> None:
+    """Run the experiments behind the design choices; each writes an artifact."""
+    from warpgauge.experiments.cli import experiment_cli
+
+    raise typer.Exit(experiment_cli(names, out, tiny=tiny))
 
 
 @app.command(

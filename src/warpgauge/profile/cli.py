@@ -1,0 +1,189 @@
+"""``warpgauge profile``: discover ncu's metrics, profile the selected targets one ncu process per
+group (so a timeout loses one group, not the run), extract, check bytes, write and validate."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from warpgauge import artifacts
+
+from . import artifact as art
+from . import ncu as ncu_mod
+from .targets import all_targets, select
+
+
+def _groups(targets, size: int) -> list[list]:
+    """Consecutive targets of one op, at most ``size`` per group (priority order kept)."""
+    out: list[list] = []
+    for t in targets:
+        if out and out[-1][0].op == t.op and len(out[-1]) < size:
+            out[-1].append(t)
+        else:
+            out.append([t])
+    return out
+
+
+def _gpu_meta() -> dict:
+    from warpgauge.environment import provenance
+
+    prov = provenance()
+    return {"provenance": prov, "gpu": prov.get("gpu")}
+
+
+def profile_cli(
+    out: Path,
+    patterns: list[str] | None = None,
+    list_only: bool = False,
+    ncu_path: str | None = None,
+    group_size: int = 6,
+    group_timeout_s: float = 240.0,
+    keep_reports: bool = False,
+    peers: bool = True,
+    profile_id: str | None = None,
+) -> int:
+    from rich.console import Console
+
+    con = Console(highlight=False)
+    try:
+        targets = select(all_targets(peers=peers), patterns)
+    except ValueError as e:
+        print(f"warpgauge profile: {e}", file=sys.stderr)
+        return 2
+    if list_only:
+        for t in targets:
+            con.print(f"{t.name:44s} {t.kernel_family:26s} model {t.model.total:>12d} B")
+        return 0
+    try:
+        ncu = ncu_mod.find_ncu(ncu_path)
+        ver = ncu_mod.version(ncu)
+        query = ncu_mod.query_metrics(ncu)
+    except ncu_mod.NcuError as e:
+        print(f"warpgauge profile: {e}", file=sys.stderr)
+        return 2
+    disc = ncu_mod.discover(ncu_mod.parse_metric_names(query))
+    pid = profile_id or time.strftime("%Y%m%d-%H%M%S-profile", time.gmtime())
+    root = Path(out) / pid
+    (root / "ncu").mkdir(parents=True, exist_ok=True)
+    artifacts.atomic_write_bytes(root / "ncu" / "query-metrics.txt", query.encode())
+    from warpgauge.environment import telemetry_snapshot
+
+    before = telemetry_snapshot()
+    plans, rows_per_plan, commands, errors = [], [], [], []
+    metrics = disc.metrics_arg()
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    for gi, group in enumerate(_groups(targets, group_size)):
+        stem = f"g{gi:02d}-{group[0].op}"
+        rep = root / "ncu" / f"{stem}.ncu-rep"
+        plan_path = root / "ncu" / f"{stem}.plan.json"
+        app = [sys.executable, "-m", "warpgauge.profile.runner", "--plan", str(plan_path),
+               "--targets", ",".join(t.name for t in group)]  # fmt: skip
+        cmd = ncu_mod.command(ncu, str(rep), app, metrics)
+        commands.append(
+            [c if not c.startswith(str(root)) else os.path.relpath(c, root) for c in cmd]
+        )
+        con.print(f"[profile] {stem}: {len(group)} target(s)")
+        t0 = time.perf_counter()
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                 timeout=group_timeout_s, check=False)  # fmt: skip
+            log = res.stdout + res.stderr
+            if res.returncode != 0:
+                errors.append(f"{stem}: ncu exited {res.returncode}")
+        except subprocess.TimeoutExpired as e:
+            log = f"timed out after {group_timeout_s} s\n{e.stdout or ''}{e.stderr or ''}"
+            errors.append(f"{stem}: timed out after {group_timeout_s:.0f} s")
+        artifacts.atomic_write_bytes(root / "ncu" / f"{stem}.log", _text(log).encode())
+        plan = {"targets": [], "marker": "_wg_profile_marker"}
+        if plan_path.is_file():
+            plan = artifacts.read_json(plan_path)
+        rows: list = []
+        if rep.is_file():
+            try:
+                csv_text = ncu_mod._run(ncu_mod.import_command(ncu, str(rep)), timeout=120)
+                artifacts.atomic_write_bytes(root / "ncu" / f"{stem}.csv", csv_text.encode())
+                rows = ncu_mod.parse_raw_csv(csv_text)
+            except ncu_mod.NcuError as e:
+                errors.append(f"{stem}: {e}")
+            if not keep_reports:
+                rep.unlink()
+        plans.append(plan)
+        rows_per_plan.append(rows)
+        con.print(
+            f"[profile] {stem}: {len(rows)} kernel row(s) in {time.perf_counter() - t0:.1f} s"
+        )
+    meta = {
+        "ncu": {
+            "path": ncu,
+            "version": ver,
+            "sections": list(ncu_mod.SECTIONS),
+            "metrics_requested": metrics,
+            "fields_missing": list(disc.missing_fields),
+            "commands": commands,
+        },  # fmt: skip
+        "policy": {"replay_mode": "kernel", "cache_control": "all", "clock_control": "none"},
+        **_gpu_meta(),
+        "telemetry": {"before": before, "after": telemetry_snapshot()},
+        "errors": errors,
+        "_rows_per_plan": rows_per_plan,
+    }
+    record = art.build_record(pid, targets, plans, [], disc, meta)
+    artifacts.atomic_write_json(root / art.PROFILE_FILE, record)
+    art.write_manifest(root, pid)
+    problems = art.validate_profile(root)
+    print_summary(con, record)
+    con.print(f"[profile] wrote {root}")
+    for e in errors:
+        con.print(f"[profile] problem: {e}")
+    if problems:
+        con.print(f"INVALID: {len(problems)} problem(s): " + "; ".join(problems[:5]))
+        return 1
+    return 0 if not errors else 1
+
+
+def _text(s) -> str:
+    return s.decode("utf-8", "replace") if isinstance(s, bytes) else str(s)
+
+
+def print_summary(con, record: dict) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"profile {record['profile_id']} (ncu {record['ncu']['version']})")
+    for col in ("target", "kernels", "DRAM read MB", "model MB", "read gap", "write gap",
+                "DRAM %", "occ %", "regs", "SM GHz", "top stall", "flag"):  # fmt: skip
+        t.add_column(col)
+    for e in record["targets"]:
+        if e["status"] != "ok":
+            t.add_row(e["name"], "-", "-", "-", "-", "-", "-", "-", "-", "-", e["status"], "")
+            continue
+        k0 = max(e["kernels"], key=lambda k: k["metrics"].get("duration_ns") or 0)
+        m = k0["metrics"]
+        g = e["gap_pct"]
+        top = k0["stalls"][0] if k0["stalls"] else None
+        t.add_row(
+            e["name"], str(len(e["kernels"])), _mb(e["measured_bytes"]["read"]),
+            _mb(e["model_bytes"]["read"]), _pct(g["read"]), _pct(g["write"]),
+            _num(m.get("dram_throughput_pct")), _num(m.get("achieved_occupancy_pct")),
+            _num(m.get("registers_per_thread"), 0),
+            _num((m.get("sm_clock_hz") or 0) / 1e9 or None, 2),
+            f"{top['reason']} {top['share_pct']:.0f}%" if top and top["share_pct"] else "-",
+            "GAP" if e["flag"]["over_threshold"] else "",
+        )  # fmt: skip
+    con.print(t)
+
+
+def _mb(v):
+    return "-" if v is None else f"{v / 1e6:.2f}"
+
+
+def _pct(v):
+    return "-" if v is None else f"{v:+.2f}%"
+
+
+def _num(v, nd=1):
+    return "-" if v is None else f"{v:.{nd}f}"
