@@ -48,12 +48,9 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "shared_mem_dynamic_bytes": ("launch__shared_mem_per_block_dynamic",),
     "block_size": ("launch__block_size",),
     "grid_size": ("launch__grid_size",),
+    # Local-memory traffic: register spills (and local arrays) land here; 0 means no spill traffic.
     "local_load_bytes": ("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",),
     "local_store_bytes": ("l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",),
-    "spill_instructions": (
-        "sass__inst_executed_register_spilling.sum",
-        "sass__inst_executed_register_spilling",
-    ),
 }
 
 # Warp stall reasons: "average warps stalled for <reason> per issued instruction" (the Warp State

@@ -65,14 +65,13 @@ def run(names: list[str], plan_path: str, dtype: str = "bfloat16") -> int:
             traceback.print_exc(file=sys.stderr)
         entry["setup_s"] = time.perf_counter() - t0
         entries.append(entry)
-    cudart = torch.cuda.cudart()
     for i, fn in calls:
         torch.cuda.synchronize()
-        cudart.cudaProfilerStart()
+        torch.cuda.profiler.start()
         marker[(i + 1,)](scratch)
         fn()
         torch.cuda.synchronize()
-        cudart.cudaProfilerStop()
+        torch.cuda.profiler.stop()
         entries[i]["launched"] = True
         print(f"[runner] profiled {targets[i].name}", flush=True)
     with open(plan_path, "w", encoding="utf-8") as f:
