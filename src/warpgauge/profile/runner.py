@@ -68,8 +68,10 @@ def run(names: list[str], plan_path: str, dtype: str = "bfloat16") -> int:
     for i, fn in calls:
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
+        torch.cuda.nvtx.range_push(f"wg:{targets[i].name}")
         marker[(i + 1,)](scratch)
         fn()
+        torch.cuda.nvtx.range_pop()
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
         entries[i]["launched"] = True
