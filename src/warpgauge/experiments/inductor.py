@@ -41,6 +41,15 @@ def _contract(op: str):
     return rms
 
 
+def call_body(code: str) -> str:
+    """The generated module's ``call`` function (where the launches are), for the artifact."""
+    if "def call(" not in code:
+        return ""
+    body = code.split("def call(", 1)[1]
+    end = body.find("\ndef ")
+    return "def call(" + (body if end < 0 else body[:end])
+
+
 def parse_launches(code: str) -> list[dict]:
     """Kernel launches in one generated module's ``call`` body, in order."""
     body = code.split("def call(", 1)[1] if "def call(" in code else code
@@ -119,6 +128,7 @@ def inspect_case(op: str, rows: int, width: int) -> dict:
         "why": explain(op, launches, cap.messages),
         "first_call_s": compile_s,
         "generated_chars": sum(len(c) for c in codes),
+        "call_source": [call_body(c)[:4000] for c in codes],
     }  # fmt: skip
 
 
