@@ -17,14 +17,9 @@ from .targets import all_targets, select
 
 
 def _groups(targets, size: int) -> list[list]:
-    """Consecutive targets of one op, at most ``size`` per group (priority order kept)."""
-    out: list[list] = []
-    for t in targets:
-        if out and out[-1][0].op == t.op and len(out[-1]) < size:
-            out[-1].append(t)
-        else:
-            out.append([t])
-    return out
+    """Consecutive runs of at most ``size`` targets (priority order kept): one ncu process each,
+    so a timeout loses one group and the process start-up is paid once per group."""
+    return [targets[i : i + size] for i in range(0, len(targets), size)]
 
 
 def _gpu_meta() -> dict:
@@ -39,7 +34,7 @@ def profile_cli(
     patterns: list[str] | None = None,
     list_only: bool = False,
     ncu_path: str | None = None,
-    group_size: int = 6,
+    group_size: int = 12,
     group_timeout_s: float = 240.0,
     keep_reports: bool = False,
     peers: bool = True,
@@ -78,7 +73,7 @@ def profile_cli(
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     for gi, group in enumerate(_groups(targets, group_size)):
-        stem = f"g{gi:02d}-{group[0].op}"
+        stem = f"g{gi:02d}"
         rep = root / "ncu" / f"{stem}.ncu-rep"
         plan_path = root / "ncu" / f"{stem}.plan.json"
         app = [sys.executable, "-m", "warpgauge.profile.runner", "--plan", str(plan_path),

@@ -57,6 +57,7 @@ class Target:
     model: Model
     build: Callable[[Any], Callable[[], Any]] = field(compare=False, repr=False)
     note: str = ""
+    rank: int = 0  # 0 for a family's first shape, 1 for its second: a time-boxed run does 0s first
 
 
 def _e(dtype: str) -> int:
@@ -276,7 +277,8 @@ def all_targets(dtype: str = "bfloat16", peers: bool = True) -> list[Target]:
 
     def add(name, op, family, kf, shape, made, note=""):
         model, build = made
-        out.append(Target(name, op, family, kf, dtype, shape, model, build, note))
+        rank = sum(t.kernel_family == kf for t in out)
+        out.append(Target(name, op, family, kf, dtype, shape, model, build, note, rank))
 
     for plan, shapes in ROW_SHAPES.items():
         for rows, width in shapes:
@@ -335,7 +337,7 @@ def all_targets(dtype: str = "bfloat16", peers: bool = True) -> list[Target]:
         add(f"int4_linear_grad.{_label((M, N, K))}", "int4_linear_grad", "warpgauge",
             "int4_linear_grad", {"M": M, "N": N, "K": K, "group_size": 128},
             _int4(M, N, K, dtype, grad=True))  # fmt: skip
-    return out
+    return sorted(out, key=lambda t: t.rank)  # stable: family order kept within a rank
 
 
 def select(targets: list[Target], patterns: list[str] | None) -> list[Target]:
