@@ -52,7 +52,7 @@ def call_body(code: str) -> str:
 
 def parse_launches(code: str) -> list[dict]:
     """Kernel launches in one generated module's ``call`` body, in order."""
-    body = code.split("def call(", 1)[1] if "def call(" in code else code
+    body = call_body(code) or code
     out = []
     for line in body.splitlines():
         m = _LAUNCH_RE.search(line)
