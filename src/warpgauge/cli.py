@@ -182,56 +182,31 @@ def providers() -> None:
     Console(highlight=False).print(t)
 
 
-@app.command("roofline")
-def roofline_cmd(
-    run: Annotated[Path, typer.Argument(help="Run directory.")],
-    lane: Annotated[str, typer.Option(help="cold or warm.")] = "cold",
-    out: Annotated[Path | None, typer.Option(help="Directory (default RUN/roofline).")] = None,
-) -> None:
-    """Achieved throughput vs arithmetic intensity under the run's measured roofs (JSON + PNG)."""
-    from warpgauge.roofline.cli import roofline_cli
-
-    raise typer.Exit(roofline_cli(run, lane=lane, out=out))
+_PASS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
-@app.command("profile")
-def profile_cmd(
-    targets: Annotated[
-        list[str] | None, typer.Option(help="Target name substrings (comma-separated).")
-    ] = None,
-    out: Annotated[Path, typer.Option(help="Directory that receives <profile-id>/.")] = Path(
-        "results"
-    ),
-    list_targets: Annotated[bool, typer.Option("--list", help="List targets and exit.")] = False,
-    ncu: Annotated[str | None, typer.Option(help="Path of ncu (default: $NCU or PATH).")] = None,
-    group_timeout: Annotated[float, typer.Option(help="Seconds per ncu process.")] = 240.0,
-    profile_id: Annotated[str | None, typer.Option(help="Directory name of the profile.")] = None,
-) -> None:
-    """Nsight Compute on one launch of each selected kernel; metrics + byte-model check."""
-    from warpgauge.profile.cli import profile_cli
+@app.command("roofline", context_settings=_PASS, add_help_option=False)
+def roofline_cmd(ctx: typer.Context) -> None:
+    """Throughput vs intensity under the run's measured roofs (`roofline --help`)."""
+    from warpgauge.roofline.cli import main as roofline_main
 
-    raise typer.Exit(profile_cli(out, _split(targets), list_targets, ncu,
-                                 group_timeout_s=group_timeout, profile_id=profile_id))  # fmt: skip
+    raise typer.Exit(roofline_main(list(ctx.args)))
 
 
-@app.command("experiment")
-def experiment_cmd(
-    names: Annotated[
-        list[str],
-        typer.Argument(
-            help="clock-ramp, specialization, warps, chunks, "
-            "gemm-grouping, inductor, compile-cost, or all."
-        ),
-    ],
-    out: Annotated[Path, typer.Option(help="Directory for <name>.json.")] = Path(
-        "results/experiments"
-    ),
-    tiny: Annotated[bool, typer.Option(help="Small sizes: a smoke run.")] = False,
-) -> None:
-    """Run the experiments behind the design choices; each writes an artifact."""
-    from warpgauge.experiments.cli import experiment_cli
+@app.command("profile", context_settings=_PASS, add_help_option=False)
+def profile_cmd(ctx: typer.Context) -> None:
+    """Nsight Compute metrics and the byte-model check (`profile --help`)."""
+    from warpgauge.profile.cli import main as profile_main
 
-    raise typer.Exit(experiment_cli(names, out, tiny=tiny))
+    raise typer.Exit(profile_main(list(ctx.args)))
+
+
+@app.command("experiment", context_settings=_PASS, add_help_option=False)
+def experiment_cmd(ctx: typer.Context) -> None:
+    """The experiments behind the design choices (`experiment --help`)."""
+    from warpgauge.experiments.cli import main as experiment_main
+
+    raise typer.Exit(experiment_main(list(ctx.args)))
 
 
 @app.command(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 import time
@@ -59,3 +60,12 @@ def experiment_cli(names: list[str], out: Path, tiny: bool = False) -> int:
         for line in getattr(mod, summary_name)(rec):
             print(f"  {line}")
     return 1 if failed else 0
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="warpgauge experiment", description=__doc__)
+    ap.add_argument("names", nargs="+", help=", ".join(EXPERIMENTS) + ", or all")
+    ap.add_argument("--out", type=Path, default=Path("results/experiments"))
+    ap.add_argument("--tiny", action="store_true", help="small sizes: a smoke run")
+    a = ap.parse_args(argv)
+    return experiment_cli(a.names, a.out, tiny=a.tiny)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -93,3 +94,12 @@ def print_table(s: dict) -> None:
             "n/a: " + na.split(":")[0] if na else "applies",
         )  # fmt: skip
     Console(highlight=False).print(t)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="warpgauge roofline", description=__doc__)
+    ap.add_argument("run", type=Path, help="run directory (results/<run-id>)")
+    ap.add_argument("--lane", default="cold", choices=("cold", "warm"))
+    ap.add_argument("--out", type=Path, default=None, help="directory (default RUN/roofline)")
+    a = ap.parse_args(argv)
+    return roofline_cli(a.run, lane=a.lane, out=a.out)
