@@ -231,7 +231,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--profile-id", default=None, help="directory name (default: a timestamp)")
     ap.add_argument("--precompile-workers", type=int, default=0, help="compile first, in N procs")
     ap.add_argument("--no-peers", action="store_true", help="warpgauge kernels only")
+    ap.add_argument("--validate", type=Path, metavar="DIR", help="check a profile directory")
     a = ap.parse_args(argv)
+    if a.validate is not None:
+        problems = art.validate_profile(a.validate)
+        for p in problems:
+            print(f"  - {p}")
+        print(f"{'INVALID' if problems else 'OK'}: {a.validate}: {len(problems)} problem(s)")
+        return 1 if problems else 0
     pats = [p for v in (a.targets or []) for p in v.replace(",", " ").split()] or None
     return profile_cli(a.out, pats, a.list, a.ncu, a.group_size, a.group_timeout,
                        peers=not a.no_peers, profile_id=a.profile_id,
