@@ -169,11 +169,16 @@ def test_profile_cli_end_to_end_with_a_stand_in_ncu(tmp_path, fake_env):
     for t in rec["targets"]:
         assert t["gap_pct"]["read"] == pytest.approx(0.0, abs=1e-6)
         assert len(t["kernels"]) == 1  # the marker is not counted as the target's kernel
-    assert art.validate_profile(root) == []
+    from warpgauge.profile.cli import main
+
+    assert art.validate_profile(root) == [] and main(["--validate", str(root)]) == 0
     # a changed byte fails the manifest
     p = root / "profile.json"
     p.write_text(p.read_text().replace('"p1"', '"p2"', 1))
     assert any("checksum" in x for x in art.validate_profile(root))
+    assert main(["--validate", str(root)]) == 1
+    (root / "stray.txt").write_text("x")
+    assert any("stray.txt: not listed" in x for x in art.validate_profile(root))
 
 
 def test_profile_cli_flags_a_wrong_byte_model(tmp_path, fake_env):
