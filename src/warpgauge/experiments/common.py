@@ -47,19 +47,11 @@ def graph_timer(fn: Callable[[], object], calls: int = 10):
 
 
 def calls_for(fn, target_us: float = 200.0, max_calls: int = 50) -> int:
-    """Calls per graph so one replay lasts about ``target_us`` (from a 3-call event estimate)."""
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(3):
-        fn()
-    b.record()
-    b.synchronize()
-    est = max(a.elapsed_time(b) * 1000.0 / 3, 0.5)
-    return int(max(1, min(max_calls, target_us // est)))
+    """Calls per graph so one replay lasts about ``target_us``, sized from the *device* time of a
+    one-call graph replay (median of 5), never from an eager host-bound estimate."""
+    one = graph_timer(fn, 1)
+    est = statistics.median(one() for _ in range(5))
+    return int(max(1, min(max_calls, target_us // max(est, 0.5))))
 
 
 def interleaved(variants: dict[str, Callable[[], object]], rounds: int = 5, per_round: int = 5,
