@@ -143,24 +143,26 @@ def fake_env(monkeypatch, tmp_path):
 CLI_TARGETS = ["softmax.resident.1024x4096", "softmax.split.4x131072", "softmax.looped.256x65536"]
 
 
-def _run_cli(tmp_path, fake, scale="1.0"):
+def _run_cli(tmp_path, fake, scale="1.0", mode="nvtx"):
     from warpgauge.profile.cli import profile_cli
 
     models = tmp_path / "models.json"
     models.write_text(json.dumps({t.name: [t.model.read, t.model.write] for t in all_targets()}))
     os.environ["FAKE_NCU_READ_SCALE"] = scale
     os.environ["FAKE_NCU_MODELS"] = str(models)
+    os.environ["FAKE_NCU_MODE"] = mode
     try:
         rc = profile_cli(tmp_path, CLI_TARGETS, ncu_path=fake, profile_id="p1", peers=False)
     finally:
         os.environ.pop("FAKE_NCU_READ_SCALE", None)
         os.environ.pop("FAKE_NCU_MODELS", None)
+        os.environ.pop("FAKE_NCU_MODE", None)
     return rc, tmp_path / "p1"  # (the fake's bin/ is beside it, outside the profile)
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="shebang script")
-def test_profile_cli_end_to_end_with_a_stand_in_ncu(tmp_path, fake_env):
-    rc, root = _run_cli(tmp_path, fake_env)
+@pytest.mark.parametrize("mode", ["nvtx", "marker"])
+def test_profile_cli_end_to_end_with_a_stand_in_ncu(tmp_path, fake_env, mode):
+    rc, root = _run_cli(tmp_path, fake_env, mode=mode)
     assert rc == 0
     rec = json.loads((root / "profile.json").read_text())
     assert rec["policy"] == {"replay_mode": "kernel", "cache_control": "all",
@@ -168,7 +170,8 @@ def test_profile_cli_end_to_end_with_a_stand_in_ncu(tmp_path, fake_env):
     assert [t["status"] for t in rec["targets"]] == ["ok", "ok", "ok"]
     for t in rec["targets"]:
         assert t["gap_pct"]["read"] == pytest.approx(0.0, abs=1e-6)
-        assert len(t["kernels"]) == 1  # the marker is not counted as the target's kernel
+        assert len(t["kernels"]) == 1  # a marker is not counted as the target's kernel
+        assert t["kernels"][0]["name"] == "kernel_softmax"
     from warpgauge.profile.cli import main
 
     assert art.validate_profile(root) == [] and main(["--validate", str(root)]) == 0
@@ -195,3 +198,65 @@ def test_missing_ncu_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.delenv("NCU", raising=False)
     with pytest.raises(ncu.NcuError, match="--ncu"):
         ncu.find_ncu(str(tmp_path / "nope"))
+
+
+# ----------------------------------------------------------------- recorded on the H200 (round 1)
+
+H200 = FIX / "h200"
+
+
+def _h200_names() -> set[str]:
+    import gzip
+
+    return ncu.parse_metric_names(
+        gzip.decompress((H200 / "query-metrics.txt.gz").read_bytes()).decode()
+    )
+
+
+def test_h200_discovery_fills_every_field_but_one():
+    d = ncu.discover(_h200_names())
+    assert d.missing_fields == ("theoretical_occupancy_pct",)  # a section metric, not listed
+    assert d.fields["dram_throughput_pct"] == (
+        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    )
+    assert len(d.stall_metrics) == 18 and all(m.endswith(".ratio") for m in d.stall_metrics)
+    assert "smsp__average_warps_issue_stalled_gmma_per_issue_active.ratio" in d.stall_metrics
+    assert ncu.parse_version((H200 / "version.txt").read_text()).startswith("2025.3.1.0")
+
+
+def _h200_record(csv_name: str):
+    plan = json.loads((H200 / f"{csv_name}.plan.json").read_text())
+    rows = ncu.parse_raw_csv((H200 / f"{csv_name}.csv").read_text())
+    targets = select(all_targets(), [t["name"] for t in plan["targets"]])
+    meta = {"ncu": {}, "gpu": {"l2_bytes": 62914560}, "_rows_per_plan": [rows]}
+    return art.build_record("h200", targets, [plan], [], None, meta)
+
+
+def test_h200_softmax_profile_attributes_kernels_by_marker_and_checks_bytes():
+    rec = _h200_record("sections-r1")
+    res, split = rec["targets"]
+    assert [k["name"] for k in res["kernels"]] == ["_softmax_resident"]
+    assert [k["name"] for k in split["kernels"]] == ["_softmax_split_stats", "_softmax_split_write"]
+    m = res["kernels"][0]["metrics"]
+    assert (m["dram_bytes_read"], m["registers_per_thread"], m["block_size"]) == (8396544, 32, 256)
+    assert res["gap_pct"]["read"] == pytest.approx(100 * (8396544 - 8388608) / 8388608)
+    assert m["sm_clock_hz"] == pytest.approx(2103809360.97) and m["local_load_bytes"] == 0
+    assert res["kernels"][0]["stalls"][0]["reason"] == "long_scoreboard"
+    # the split plan's two kernels each read x once: +101% over the compulsory model, flagged
+    assert split["gap_pct"]["read"] == pytest.approx(101.49, abs=0.01)
+    assert split["flag"]["over_threshold"] and "several kernels" in split["flag"]["note"]
+
+
+def test_h200_nvtx_ranges_attribute_kernels_without_a_marker():
+    rows = ncu.parse_raw_csv(
+        (H200 / "nvtx-rowsum.csv").read_text()
+    )  # stdout form, app lines mixed in
+    assert [r.name for r in rows] == ["_wg_profile_marker", "_row_sum_resident"]
+    assert art.nvtx_range(rows[1], "wg:") == "row_sum.resident.1024x4096"
+    groups = art.group_rows(rows, "_wg_profile_marker", ["row_sum.resident.1024x4096"])
+    assert [r.name for r in groups[0]] == ["_row_sum_resident"]
+    rec = _h200_record("nvtx-rowsum")
+    t = rec["targets"][0]
+    assert t["measured_bytes"]["read"] == 8392704 and abs(t["gap_pct"]["read"]) < 0.1
+    # the 2 KiB output stayed in L2 (write-back): noted, not flagged
+    assert not t["flag"]["over_threshold"] and "write-back" in t["flag"]["note"]

@@ -57,9 +57,37 @@ def _grid_index(row: ncu_mod.KernelRow) -> int | None:
     return None
 
 
-def group_rows(rows: list[ncu_mod.KernelRow], marker: str) -> dict[int, list[ncu_mod.KernelRow]]:
-    """Target index -> the kernels profiled after its marker (the marker itself dropped)."""
+_NVTX_COL = "Push/Pop_Range"
+
+
+def nvtx_range(row: ncu_mod.KernelRow, prefix: str) -> str | None:
+    """The target name in the row's NVTX push/pop range (``... "<default domain>:wg:NAME:..."``)."""
+    for k, v in row.values.items():
+        if _NVTX_COL in k and isinstance(v, str) and prefix in v:
+            return v.split(prefix, 1)[1].split(":", 1)[0].strip('"')
+    return None
+
+
+def group_rows(
+    rows: list[ncu_mod.KernelRow], marker: str | None, names: list[str] | None = None,
+    prefix: str = "wg:",
+) -> dict[int, list[ncu_mod.KernelRow]]:  # fmt: skip
+    """Target index -> its kernels: by the NVTX range of each row when ncu reported ranges
+    (``names``: the plan's target names, in index order), else by the marker kernel that opened
+    each range (the marker itself dropped)."""
+    if names is not None and any(nvtx_range(r, prefix) for r in rows):
+        index = {n: i for i, n in enumerate(names)}
+        by_nvtx: dict[int, list[ncu_mod.KernelRow]] = {}
+        for r in sorted(rows, key=lambda r: r.id):
+            if marker and marker in r.name:
+                continue
+            i = index.get(nvtx_range(r, prefix) or "")
+            if i is not None:
+                by_nvtx.setdefault(i, []).append(r)
+        return by_nvtx
     groups: dict[int, list[ncu_mod.KernelRow]] = {}
+    if not marker:
+        return groups
     current = None
     for r in sorted(rows, key=lambda r: r.id):
         if marker in r.name:
@@ -173,7 +201,8 @@ def build_record(
     fields = discovery.fields if discovery else None
     by_name = {}
     for plan, plan_rows in zip(plans, meta.pop("_rows_per_plan", [rows])):
-        groups = group_rows(plan_rows, plan.get("marker", "_wg_profile_marker"))
+        names = [pe["name"] for pe in sorted(plan["targets"], key=lambda e: e["index"])]
+        groups = group_rows(plan_rows, plan.get("marker"), names, plan.get("nvtx_prefix", "wg:"))
         for pe in plan["targets"]:
             ks = [kernel_entry(r, fields) for r in groups.get(pe["index"], [])]
             by_name[pe["name"]] = (pe, ks)

@@ -41,6 +41,7 @@ def profile_cli(
     peers: bool = True,
     profile_id: str | None = None,
     precompile_workers: int = 0,
+    full_sections: bool = False,
 ) -> int:
     from rich.console import Console
 
@@ -71,6 +72,7 @@ def profile_cli(
     before = telemetry_snapshot()
     plans, rows_per_plan, commands, errors = [], [], [], []
     metrics = disc.metrics_arg()
+    sections = ncu_mod.FULL_SECTIONS if full_sections else ncu_mod.SECTIONS
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -82,7 +84,7 @@ def profile_cli(
         plan_path = root / "ncu" / f"{stem}.plan.json"
         app = [sys.executable, "-m", "warpgauge.profile.runner", "--plan", str(plan_path),
                "--targets", ",".join(t.name for t in group)]  # fmt: skip
-        cmd = ncu_mod.command(ncu, str(rep), app, metrics)
+        cmd = ncu_mod.command(ncu, str(rep), app, metrics, sections)
         commands.append(
             [c if not c.startswith(str(root)) else os.path.relpath(c, root) for c in cmd]
         )
@@ -98,7 +100,7 @@ def profile_cli(
             log = f"timed out after {group_timeout_s} s\n{e.stdout or ''}{e.stderr or ''}"
             errors.append(f"{stem}: timed out after {group_timeout_s:.0f} s")
         artifacts.atomic_write_bytes(root / "ncu" / f"{stem}.log", _text(log).encode())
-        plan = {"targets": [], "marker": "_wg_profile_marker"}
+        plan = {"targets": [], "marker": None}
         if plan_path.is_file():
             plan = artifacts.read_json(plan_path)
         rows: list = []
@@ -120,7 +122,7 @@ def profile_cli(
         "ncu": {
             "path": ncu,
             "version": ver,
-            "sections": list(ncu_mod.SECTIONS),
+            "sections": list(sections),
             "metrics_requested": metrics,
             "fields_missing": list(disc.missing_fields),
             "commands": commands,
@@ -231,6 +233,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--profile-id", default=None, help="directory name (default: a timestamp)")
     ap.add_argument("--precompile-workers", type=int, default=0, help="compile first, in N procs")
     ap.add_argument("--no-peers", action="store_true", help="warpgauge kernels only")
+    ap.add_argument("--full-sections", action="store_true",
+                    help="also collect ncu's standard sections (many more replay passes)")  # fmt: skip
     ap.add_argument("--validate", type=Path, metavar="DIR", help="check a profile directory")
     a = ap.parse_args(argv)
     if a.validate is not None:
@@ -242,4 +246,5 @@ def main(argv: list[str]) -> int:
     pats = [p for v in (a.targets or []) for p in v.replace(",", " ").split()] or None
     return profile_cli(a.out, pats, a.list, a.ncu, a.group_size, a.group_timeout,
                        peers=not a.no_peers, profile_id=a.profile_id,
-                       precompile_workers=a.precompile_workers)  # fmt: skip
+                       precompile_workers=a.precompile_workers,
+                       full_sections=a.full_sections)  # fmt: skip

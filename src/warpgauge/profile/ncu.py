@@ -59,13 +59,17 @@ STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_([a-z0-9_]+)_per_issu
 STALL_NOT_A_STALL = ("selected",)  # the warp issued: not a stall
 STALL_BASE_RE = re.compile(r"^smsp__average_warps_issue_stalled_([a-z0-9_]+)_per_issue_active$")
 
-SECTIONS = (
+# Sections cost replay passes: on the H200 (ncu 2025.3.1) these five plus the metrics took 18
+# passes per kernel (~0.3 s each); the explicit --metrics list alone needs far fewer. They are
+# available with --full-sections for a report to open in the Nsight Compute UI.
+FULL_SECTIONS = (
     "SpeedOfLight",
     "MemoryWorkloadAnalysis",
     "Occupancy",
     "LaunchStats",
     "WarpStateStats",
 )
+SECTIONS: tuple[str, ...] = ()
 # Metrics that are launch attributes or always available; ncu does not list all of them in
 # --query-metrics, so they are requested whatever discovery says.
 ALWAYS = ("gpu__time_duration.sum",)
@@ -155,11 +159,12 @@ class Discovery:
 
 
 def discover(names: set[str]) -> Discovery:
-    """Keep each field's candidates whose base name ncu lists (launch__ attributes are kept:
-    they are launch statistics, not counters, and ncu always reports them)."""
+    """Per field, the first candidate whose base name ncu lists (launch__ attributes are kept:
+    they are launch statistics, not counters, and ncu always reports them). One name per field:
+    every extra metric can cost a replay pass."""
     fields, missing = {}, []
     for field_name, cands in FIELDS.items():
-        keep = tuple(c for c in cands if base_name(c) in names or c.startswith("launch__"))
+        keep = tuple(c for c in cands if base_name(c) in names or c.startswith("launch__"))[:1]
         fields[field_name] = keep
         if not keep:
             missing.append(field_name)
@@ -185,6 +190,7 @@ def command(
         "--cache-control", "all",
         "--clock-control", "none",
         "--profile-from-start", "off",
+        "--nvtx",
         "--target-processes", "all",
         "--force-overwrite",
         "--export", report_path,

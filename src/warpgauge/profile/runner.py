@@ -1,12 +1,18 @@
 """The process Nsight Compute profiles: ``python -m warpgauge.profile.runner --targets A,B --plan P``.
 
-1. Builds every selected target (inputs on the GPU) and calls it twice, so compilation and
-   autotuning happen before anything is profiled (ncu runs with ``--profile-from-start off``).
-2. For target ``i``: ``cudaProfilerStart``, a one-program marker kernel launched on a grid of
-   ``i + 1`` programs, one call of the target, synchronize, ``cudaProfilerStop``. The marker's grid
-   size in the raw page says which target the kernels after it belong to, whatever their names
-   (cuBLAS and tinygemm kernels included).
-3. Writes ``P`` (JSON): per target, its index, name and whether it was built and launched.
+One target at a time:
+
+1. builds it (inputs on the GPU) and calls it twice, so compilation and autotuning happen before
+   anything is profiled (ncu runs with ``--profile-from-start off``);
+2. ``cudaProfilerStart``, an NVTX range ``wg:<target name>`` around one call of the target,
+   synchronize, ``cudaProfilerStop``. ncu (``--nvtx``) writes the range into every kernel's row,
+   so kernels are attributed to their target whatever their names (cuBLAS and tinygemm kernels
+   included). With ``--marker`` a one-program marker kernel on a grid of ``i + 1`` programs opens
+   each range too, for an ncu that does not report NVTX ranges;
+3. frees the target's tensors before the next one is built.
+
+Finally writes ``P`` (JSON): per target, its index, name, whether it was built and launched, and
+the launch plan it used.
 
 Nothing here changes clocks or power; it never calls NVML at all.
 """
@@ -20,6 +26,7 @@ import time
 import traceback
 
 MARKER_NAME = "_wg_profile_marker"
+NVTX_PREFIX = "wg:"  # each profiled call sits in an NVTX range "wg:<target name>"
 
 
 def _marker_kernel():
@@ -34,9 +41,13 @@ def _marker_kernel():
     return _wg_profile_marker
 
 
-def run(names: list[str], plan_path: str | None, dtype: str = "bfloat16", warm_only=False) -> int:
-    """Build, warm and (unless ``warm_only``) profile-launch ``names``. ``warm_only`` runs outside
-    ncu to fill Triton's on-disk cache, so the profiled process finds its kernels compiled."""
+def run(names: list[str], plan_path: str | None, dtype: str = "bfloat16", warm_only=False,
+        marker: bool = False) -> int:  # fmt: skip
+    """Build, warm and (unless ``warm_only``) profile-launch ``names``, one target at a time: its
+    inputs are freed before the next is built, so ncu's kernel replay saves and restores only the
+    current target's memory. ``warm_only`` runs outside ncu to fill Triton's on-disk cache."""
+    import gc
+
     import torch
 
     from .targets import all_targets
@@ -47,12 +58,14 @@ def run(names: list[str], plan_path: str | None, dtype: str = "bfloat16", warm_o
     if unknown:
         raise SystemExit(f"runner: unknown target names {unknown}")
     targets = [known[n] for n in names]
-    marker = _marker_kernel()
+    mark = _marker_kernel() if marker else None
     scratch = torch.zeros(len(targets) + 1, dtype=torch.int32, device=device)
-    marker[(1,)](scratch)  # compile the marker outside the profiled ranges
-    entries, calls = [], []
+    if mark is not None:
+        mark[(1,)](scratch)  # compile the marker outside the profiled ranges
+    entries = []
     for i, t in enumerate(targets):
         entry = {"index": i, "name": t.name, "built": False, "launched": False, "error": None}
+        entries.append(entry)
         t0 = time.perf_counter()
         try:
             fn = t.build(device)
@@ -61,28 +74,31 @@ def run(names: list[str], plan_path: str | None, dtype: str = "bfloat16", warm_o
             torch.cuda.synchronize()
             entry["built"] = True
             entry["plan"] = getattr(fn, "plan", None)
-            calls.append((i, fn))
         except Exception as e:  # a target that cannot run here is recorded, not fatal
             entry["error"] = f"{type(e).__name__}: {e}"
             traceback.print_exc(file=sys.stderr)
+            fn = None
         entry["setup_s"] = time.perf_counter() - t0
-        entries.append(entry)
+        if fn is not None and not warm_only:
+            torch.cuda.profiler.start()
+            torch.cuda.nvtx.range_push(f"{NVTX_PREFIX}{t.name}")
+            if mark is not None:
+                mark[(i + 1,)](scratch)
+            fn()
+            torch.cuda.nvtx.range_pop()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+            entry["launched"] = True
+            print(f"[runner] profiled {t.name}", flush=True)
+        fn = None
+        gc.collect()
+        torch.cuda.empty_cache()
     if warm_only:
-        print(f"[runner] warmed {len(calls)} of {len(targets)} target(s)", flush=True)
+        print(f"[runner] warmed {sum(e['built'] for e in entries)} of {len(entries)}", flush=True)
         return 0
-    for i, fn in calls:
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
-        torch.cuda.nvtx.range_push(f"wg:{targets[i].name}")
-        marker[(i + 1,)](scratch)
-        fn()
-        torch.cuda.nvtx.range_pop()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
-        entries[i]["launched"] = True
-        print(f"[runner] profiled {targets[i].name}", flush=True)
     with open(plan_path, "w", encoding="utf-8") as f:
-        json.dump({"dtype": dtype, "marker": MARKER_NAME, "targets": entries}, f, indent=1)
+        json.dump({"dtype": dtype, "marker": MARKER_NAME if marker else None,
+                   "nvtx_prefix": NVTX_PREFIX, "targets": entries}, f, indent=1)  # fmt: skip
     return 0
 
 
@@ -91,12 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targets", default="", help="comma-separated exact target names")
     ap.add_argument("--plan", help="where to write the launch plan (JSON)")
     ap.add_argument("--warm-only", action="store_true", help="compile and warm, profile nothing")
+    ap.add_argument("--marker", action="store_true", help="also launch the marker kernel")
     ap.add_argument("--dtype", default="bfloat16")
     a = ap.parse_args(argv)
     names = [n for n in a.targets.split(",") if n]
     if not a.warm_only and not a.plan:
         ap.error("--plan is required unless --warm-only")
-    return run(names, a.plan, a.dtype, a.warm_only)
+    return run(names, a.plan, a.dtype, a.warm_only, a.marker)
 
 
 if __name__ == "__main__":
