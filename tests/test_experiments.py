@@ -117,3 +117,14 @@ def test_summaries_render_recorded_h200_artifacts(path):
     mod = importlib.import_module(f"warpgauge.experiments.{mod_name}")
     lines = getattr(mod, summary_name)(rec)
     assert lines and all(isinstance(x, str) and x for x in lines)
+
+
+def test_recorded_inductor_code_is_one_online_softmax_kernel():
+    rec = json.loads((FIX / "inductor.json").read_text())
+    case = rec["cases"][0]
+    launches = [k for src in case["call_source"] for k in inductor.parse_launches(src)]
+    assert launches == case["launches"] and len(launches) == 1
+    why = inductor.explain("softmax", launches, [])
+    assert (
+        why == "one fused kernel (persistent reduction), online softmax (max and sum in one pass)"
+    )

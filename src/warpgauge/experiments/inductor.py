@@ -73,8 +73,11 @@ def explain(op: str, launches: list[dict], warnings: list[str]) -> str:
     """A one-line reason for the kernel count, from the launches and Inductor's warnings."""
     if not launches:
         return "no kernel launches found in the generated code"
+    online = any("softmax_online" in k["kernel"] for k in launches)
     if len(launches) == 1:
-        return f"one fused kernel ({launches[0]['kind']})"
+        return f"one fused kernel ({launches[0]['kind']})" + (
+            ", online softmax (max and sum in one pass)" if online else ""
+        )
     reds = [k for k in launches if "reduction" in k["kind"]]
     pw = [k for k in launches if k["kind"] == "pointwise"]
     parts = [f"{len(launches)} kernels ({len(reds)} reduction, {len(pw)} pointwise)"]
