@@ -17,12 +17,11 @@ import sys
 import tempfile
 import time
 
-CASES = {
-    "softmax": ((1024, 1024, 4096), (64, 4097, 512), (16, 131072, 64)),
-    "add_rms_norm": ((1024, 4096, 2048), (64, 131072, 16)),
-    "row_sum": ((1024, 4096, 8),),
-    "gemm": ((1024, 4096, 4096, 512), (16, 14336, 4096, 128)),  # M, N, K, new M
-    "int4_linear": ((1, 4096, 4096, 8), (1, 14336, 4096, 16)),
+CASES = {  # (rows, width, new rows) or (M, N, K, new M)
+    "softmax": ((1024, 4096, 4096), (16, 131072, 64)),
+    "add_rms_norm": ((1024, 4096, 2048),),
+    "gemm": ((1024, 4096, 4096, 512),),
+    "int4_linear": ((1, 4096, 4096, 8),),
 }
 TINY_CASES = {"softmax": ((64, 1024, 32),)}
 
@@ -96,14 +95,14 @@ def child(tiny: bool) -> dict:
     torch.zeros(1, device="cuda")  # context creation outside every measurement
     rows = []
     for op, cases in (TINY_CASES if tiny else CASES).items():
-        for case in cases:
+        for ci, case in enumerate(cases):
             entry = {"op": op, "case": list(case)}
             try:
                 first, new_rows, (compiled, cargs) = _builders(op, case)
                 entry["first_call_s"] = _timed(first)
                 entry["second_call_s"] = _timed(first)
                 entry["new_rows_first_call_s"] = _timed(new_rows)
-                if compiled is not None:
+                if compiled is not None and ci == 0:  # one torch.compile per operator: seconds each
                     entry["torch_compile_first_call_s"] = _timed(lambda c=compiled, a=cargs: c(*a))
                     entry["torch_compile_second_call_s"] = _timed(lambda c=compiled, a=cargs: c(*a))
             except Exception as e:  # record and go on

@@ -13,7 +13,7 @@ import triton
 
 from .common import compiled_meta, interleaved
 
-SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096))
+SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096))
 TINY_SHAPES = ((512, 512, 512),)
 GROUPS = (1, 2, 4, 8, 16, 32)
 TINY_GROUPS = (1, 8)

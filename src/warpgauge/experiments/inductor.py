@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 import re
 
-CASES = {
-    "softmax": ((1024, 1024), (4, 32769), (64, 131072), (16384, 4096)),
-    "add_rms_norm": ((1024, 1024), (4, 32769), (64, 131072)),
-    "row_sum": ((64, 131072), (16384, 4096)),
+CASES = {  # each case is one torch.compile (a few seconds): the shapes where the seed saw splits
+    "softmax": ((1024, 1024), (64, 131072)),
+    "add_rms_norm": ((64, 131072),),
+    "row_sum": ((64, 131072),),
 }
 TINY_CASES = {"softmax": ((64, 1024),)}
 

@@ -19,7 +19,9 @@ import triton.language as tl
 
 from .common import compiled_meta, interleaved
 
-SHAPES = ((512, 4097), (512, 4104), (512, 5120), (1024, 1024), (4096, 4097), (4096, 12288))
+# Widths the seed measured (4097 and 4104 miss their power-of-two block; 1024 fills it) and one
+# DRAM-sized case. Each cell compiles three kernels, so the list stays short.
+SHAPES = ((512, 4097), (512, 4104), (1024, 1024), (8192, 4097))
 TINY_SHAPES = ((64, 4097),)
 
 
