@@ -193,6 +193,22 @@ def test_profile_cli_flags_a_wrong_byte_model(tmp_path, fake_env):
     assert any("flag.over_threshold" in x for x in art.record_problems(rec))
 
 
+def test_a_hung_group_is_killed_and_the_rest_is_still_written(tmp_path, fake_env, monkeypatch):
+    import time
+
+    from warpgauge.profile.cli import profile_cli
+
+    monkeypatch.setenv("FAKE_NCU_MODE", "hang")
+    t0 = time.perf_counter()
+    rc = profile_cli(tmp_path, ["softmax.resident.1024x4096"], ncu_path=fake_env,
+                     profile_id="h", peers=False, group_timeout_s=1.5)  # fmt: skip
+    assert rc == 1 and time.perf_counter() - t0 < 30
+    rec = json.loads((tmp_path / "h" / "profile.json").read_text())
+    assert rec["targets"][0]["status"] == "not built"
+    assert "timed out" in rec["errors"][0]
+    assert art.validate_profile(tmp_path / "h") == []
+
+
 def test_missing_ncu_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("NCU", raising=False)

@@ -4,6 +4,7 @@ group (so a timeout loses one group, not the run), extract, check bytes, write a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -42,12 +43,16 @@ def profile_cli(
     profile_id: str | None = None,
     precompile_workers: int = 0,
     full_sections: bool = False,
+    rank: int | None = None,
+    budget_s: float | None = None,
 ) -> int:
     from rich.console import Console
 
     con = Console(highlight=False)
     try:
         targets = select(all_targets(peers=peers), patterns)
+        if rank is not None:
+            targets = [t for t in targets if t.rank == rank]
     except ValueError as e:
         print(f"warpgauge profile: {e}", file=sys.stderr)
         return 2
@@ -66,18 +71,48 @@ def profile_cli(
     pid = profile_id or time.strftime("%Y%m%d-%H%M%S-profile", time.gmtime())
     root = Path(out) / pid
     (root / "ncu").mkdir(parents=True, exist_ok=True)
-    artifacts.atomic_write_bytes(root / "ncu" / "query-metrics.txt", query.encode())
+    import gzip
+
+    artifacts.atomic_write_bytes(
+        root / "ncu" / "query-metrics.txt.gz", gzip.compress(query.encode(), mtime=0)
+    )
     from warpgauge.environment import telemetry_snapshot
 
     before = telemetry_snapshot()
+    gpu_meta = _gpu_meta()
     plans, rows_per_plan, commands, errors = [], [], [], []
     metrics = disc.metrics_arg()
     sections = ncu_mod.FULL_SECTIONS if full_sections else ncu_mod.SECTIONS
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+
+    def write() -> dict:
+        """The record so far, written with its manifest: a later kill loses one group only."""
+        meta = {
+            "ncu": {
+                "path": ncu,
+                "version": ver,
+                "sections": list(sections),
+                "metrics_requested": metrics,
+                "fields_missing": list(disc.missing_fields),
+                "commands": commands,
+            },  # fmt: skip
+            "policy": {"replay_mode": "kernel", "cache_control": "all", "clock_control": "none"},
+            **gpu_meta,
+            "telemetry": {"before": before, "after": telemetry_snapshot()},
+            "errors": errors,
+            "_rows_per_plan": rows_per_plan,
+        }
+        record = art.build_record(pid, targets, plans, [], disc, meta)
+        artifacts.atomic_write_json(root / art.PROFILE_FILE, record)
+        art.write_manifest(root, pid)
+        return record
+
+    deadline = None if budget_s is None else time.perf_counter() + budget_s
     if precompile_workers > 0:
-        _precompile(targets, precompile_workers, env, group_timeout_s, con)
+        _precompile(targets, precompile_workers, env, min(group_timeout_s, (budget_s or 1e9) / 3),
+                    con)  # fmt: skip
     for gi, group in enumerate(_groups(targets, group_size)):
         stem = f"g{gi:02d}"
         rep = root / "ncu" / f"{stem}.ncu-rep"
@@ -88,17 +123,18 @@ def profile_cli(
         commands.append(
             [c if not c.startswith(str(root)) else os.path.relpath(c, root) for c in cmd]
         )
-        con.print(f"[profile] {stem}: {len(group)} target(s)")
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left < MIN_GROUP_S:
+            errors.append(f"{stem}..: not started, the {budget_s:.0f} s budget was spent")
+            break
+        limit = group_timeout_s if left is None else min(group_timeout_s, left)
+        con.print(f"[profile] {stem}: {len(group)} target(s), limit {limit:.0f} s")
         t0 = time.perf_counter()
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                 timeout=group_timeout_s, check=False)  # fmt: skip
-            log = res.stdout + res.stderr
-            if res.returncode != 0:
-                errors.append(f"{stem}: ncu exited {res.returncode}")
-        except subprocess.TimeoutExpired as e:
-            log = f"timed out after {group_timeout_s} s\n{e.stdout or ''}{e.stderr or ''}"
-            errors.append(f"{stem}: timed out after {group_timeout_s:.0f} s")
+        rc, log = _run_group(cmd, env, limit)
+        if rc is None:
+            errors.append(f"{stem}: timed out after {limit:.0f} s (process group killed)")
+        elif rc != 0:
+            errors.append(f"{stem}: ncu exited {rc}")
         artifacts.atomic_write_bytes(root / "ncu" / f"{stem}.log", _text(log).encode())
         plan = {"targets": [], "marker": None}
         if plan_path.is_file():
@@ -118,24 +154,8 @@ def profile_cli(
         con.print(
             f"[profile] {stem}: {len(rows)} kernel row(s) in {time.perf_counter() - t0:.1f} s"
         )
-    meta = {
-        "ncu": {
-            "path": ncu,
-            "version": ver,
-            "sections": list(sections),
-            "metrics_requested": metrics,
-            "fields_missing": list(disc.missing_fields),
-            "commands": commands,
-        },  # fmt: skip
-        "policy": {"replay_mode": "kernel", "cache_control": "all", "clock_control": "none"},
-        **_gpu_meta(),
-        "telemetry": {"before": before, "after": telemetry_snapshot()},
-        "errors": errors,
-        "_rows_per_plan": rows_per_plan,
-    }
-    record = art.build_record(pid, targets, plans, [], disc, meta)
-    artifacts.atomic_write_json(root / art.PROFILE_FILE, record)
-    art.write_manifest(root, pid)
+        write()
+    record = write()
     problems = art.validate_profile(root)
     print_summary(con, record)
     con.print(f"[profile] wrote {root}")
@@ -145,6 +165,26 @@ def profile_cli(
         con.print(f"INVALID: {len(problems)} problem(s): " + "; ".join(problems[:5]))
         return 1
     return 0 if not errors else 1
+
+
+MIN_GROUP_S = 8.0  # a group with less time left than this is not started
+
+
+def _run_group(cmd: list[str], env: dict, limit_s: float) -> tuple[int | None, str]:
+    """Run one ncu process in its own session; on timeout kill the whole process group (ncu and
+    the profiled Python process under it), so nothing keeps using the GPU. (rc or None, output)."""
+    import signal
+
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, start_new_session=True)  # fmt: skip
+    try:
+        out, _ = p.communicate(timeout=limit_s)
+        return p.returncode, out or ""
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return None, f"timed out after {limit_s:.0f} s\n{out or ''}"
 
 
 def _precompile(targets, workers: int, env: dict, timeout_s: float, con) -> None:
@@ -235,6 +275,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--no-peers", action="store_true", help="warpgauge kernels only")
     ap.add_argument("--full-sections", action="store_true",
                     help="also collect ncu's standard sections (many more replay passes)")  # fmt: skip
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds for all groups: no group starts after it is spent")  # fmt: skip
+    ap.add_argument("--rank", type=int, default=None,
+                    help="only each family's first (0) or second (1) shape")  # fmt: skip
     ap.add_argument("--validate", type=Path, metavar="DIR", help="check a profile directory")
     a = ap.parse_args(argv)
     if a.validate is not None:
@@ -247,4 +291,5 @@ def main(argv: list[str]) -> int:
     return profile_cli(a.out, pats, a.list, a.ncu, a.group_size, a.group_timeout,
                        peers=not a.no_peers, profile_id=a.profile_id,
                        precompile_workers=a.precompile_workers,
-                       full_sections=a.full_sections)  # fmt: skip
+                       full_sections=a.full_sections, rank=a.rank,
+                       budget_s=a.budget)  # fmt: skip
