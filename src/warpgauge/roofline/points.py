@@ -75,7 +75,7 @@ def point(case: dict, provider: dict, roofs: dict) -> dict | None:
     if provider.get("status") != "ok" or not d.get("tflops") or work["bytes"] <= 0:
         return None
     intensity = work["flops"] / work["bytes"]
-    unit, appl = applicability(case["op"])
+    _, appl = applicability(case["op"])
     mem: Roof | None = roofs.get("memory")
     ten: Roof | None = roofs.get("tensor", {}).get(case["dtype"])
     cands = {}
@@ -93,11 +93,9 @@ def point(case: dict, provider: dict, roofs: dict) -> dict | None:
         "op": case["op"],
         "dtype": case["dtype"],
         "shape_label": case["shape_label"],
-        "lane": case["lane"],
         "provider": provider["name"],
         "family": provider["family"],
         "intensity": intensity,
-        "unit": unit,
         "achieved_tflops": d["tflops"],
         "achieved_tbps": d.get("tbps"),
         "roof_memory_tflops": cands.get("memory"),
@@ -106,10 +104,11 @@ def point(case: dict, provider: dict, roofs: dict) -> dict | None:
         "fraction_of_binding": frac,
         "fraction_of_memory_roof": (d["tbps"] / mem.median) if mem and d.get("tbps") else None,
         "above_roof": bool(frac is not None and frac > ABOVE_ROOF_TOL),
-        "tensor_roof_note": tensor_reason,
     }
+    if tensor_reason is not None and appl.get("tensor") is None:
+        p["tensor_roof_note"] = tensor_reason  # a per-point reason (the op-level one is shared)
     if case["op"] == "int4_linear" and (case.get("shape") or {}).get("M") == 1:
-        p["tensor_roof_note"] = INT4_FMA_NOTE
+        p["tensor_roof_note"] = "int4_fma_path"
     return p
 
 
@@ -126,6 +125,7 @@ def summarize(run: dict, cases: list[dict], roofs: dict, lane: str = "cold") -> 
             "work_unit": unit,
             "roofs_applied": [r for r, why in appl.items() if why is None],
             "roofs_not_applicable": {r: why for r, why in appl.items() if why is not None},
+            "notes": {"int4_fma_path": INT4_FMA_NOTE} if case["op"] == "int4_linear" else {},
             "points": [],
         })  # fmt: skip
         for pr in case["providers"]:
