@@ -276,3 +276,14 @@ def test_h200_nvtx_ranges_attribute_kernels_without_a_marker():
     assert t["measured_bytes"]["read"] == 8392704 and abs(t["gap_pct"]["read"]) < 0.1
     # the 2 KiB output stayed in L2 (write-back): noted, not flagged
     assert not t["flag"]["over_threshold"] and "write-back" in t["flag"]["note"]
+
+
+def test_markdown_table_has_a_row_per_target():
+    from warpgauge.profile.table import markdown
+
+    rec = _h200_record("sections-r1")
+    md = markdown(rec)
+    lines = md.strip().splitlines()
+    assert len(lines) == 2 + len(rec["targets"])
+    assert "| softmax.resident.1024x4096 | resident/1 | 1 | 8.40 (8.39) | +0.09% |" in md
+    assert lines[-1].rstrip().endswith("| GAP |")  # the split plan reads x twice
