@@ -232,9 +232,9 @@ def _h200_names() -> set[str]:
 def test_h200_discovery_fills_every_field_but_one():
     d = ncu.discover(_h200_names())
     assert d.missing_fields == ("theoretical_occupancy_pct",)  # a section metric, not listed
-    assert d.fields["dram_throughput_pct"] == (
-        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-    )
+    # the plain counter, not the multi-pass "Throughput" breakdown
+    assert d.fields["dram_throughput_pct"] == ("dram__bytes.sum.pct_of_peak_sustained_elapsed",)
+    assert d.fields["l2_throughput_pct"] == ("lts__t_bytes.sum.pct_of_peak_sustained_elapsed",)
     assert len(d.stall_metrics) == 18 and all(m.endswith(".ratio") for m in d.stall_metrics)
     assert "smsp__average_warps_issue_stalled_gmma_per_issue_active.ratio" in d.stall_metrics
     assert ncu.parse_version((H200 / "version.txt").read_text()).startswith("2025.3.1.0")

@@ -89,7 +89,9 @@ def run(names: list[str], plan_path: str | None, dtype: str = "bfloat16", warm_o
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
             entry["launched"] = True
-            print(f"[runner] profiled {t.name}", flush=True)
+            entry["profile_s"] = time.perf_counter() - t0 - entry["setup_s"]
+            print(f"[runner] {t.name}: setup {entry['setup_s']:.1f} s, profiled in "
+                  f"{entry['profile_s']:.1f} s", flush=True)  # fmt: skip
         fn = None
         gc.collect()
         torch.cuda.empty_cache()
