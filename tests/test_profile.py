@@ -287,3 +287,25 @@ def test_markdown_table_has_a_row_per_target():
     assert len(lines) == 2 + len(rec["targets"])
     assert "| softmax.resident.1024x4096 | resident/1 | 1 | 8.40 (8.39) | +0.09% |" in md
     assert lines[-1].rstrip().endswith("| GAP |")  # the split plan reads x twice
+
+
+def test_a_stopped_profile_leaves_no_ncu_behind(tmp_path, fake_env):
+    """SIGTERM to `warpgauge profile` (what `timeout` sends) also kills the ncu process group it
+    started in its own session: nothing keeps running on the GPU."""
+    import signal
+    import subprocess
+    import time
+
+    env = dict(os.environ, FAKE_NCU_MODE="hang", PYTHONPATH=str(Path(__file__).parents[1] / "src"))
+    p = subprocess.Popen([sys.executable, "-m", "warpgauge", "profile", "--ncu", fake_env,
+                          "--no-peers", "--targets", "softmax.resident.1024x4096",
+                          "--out", str(tmp_path), "--profile-id", "s"], env=env)  # fmt: skip
+    deadline = time.time() + 60
+    while time.time() < deadline and not list((tmp_path / "s" / "ncu").glob("*")):
+        time.sleep(0.2)
+    time.sleep(1.0)  # the hanging fake ncu is running now
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=20) != 0
+    time.sleep(0.5)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(FAKE) not in ps

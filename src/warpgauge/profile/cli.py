@@ -170,21 +170,37 @@ def profile_cli(
 MIN_GROUP_S = 8.0  # a group with less time left than this is not started
 
 
+def _kill_group(p: subprocess.Popen) -> None:
+    import signal
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(p.pid, signal.SIGKILL)
+
+
 def _run_group(cmd: list[str], env: dict, limit_s: float) -> tuple[int | None, str]:
-    """Run one ncu process in its own session; on timeout kill the whole process group (ncu and
-    the profiled Python process under it), so nothing keeps using the GPU. (rc or None, output)."""
+    """Run one ncu process in its own session; on timeout, and when this process is itself told
+    to stop (SIGTERM, SIGINT), kill that whole process group (ncu and the profiled Python process
+    under it), so nothing is left using the GPU. Returns (rc or None on timeout, output)."""
     import signal
 
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, start_new_session=True)  # fmt: skip
+
+    def stop(signum, frame):
+        _kill_group(p)
+        raise SystemExit(128 + signum)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         out, _ = p.communicate(timeout=limit_s)
         return p.returncode, out or ""
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)
+        _kill_group(p)
         out, _ = p.communicate()
         return None, f"timed out after {limit_s:.0f} s\n{out or ''}"
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def _precompile(targets, workers: int, env: dict, timeout_s: float, con) -> None:
