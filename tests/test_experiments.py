@@ -128,3 +128,57 @@ def test_recorded_inductor_code_is_one_online_softmax_kernel():
     assert (
         why == "one fused kernel (persistent reduction), online softmax (max and sum in one pass)"
     )
+
+
+# The specialization sweep's runtime-width kernels, run by the Triton interpreter on CPU tensors:
+# an odd width (37) in a 64-wide block, strided rows, FP64 references, NaN-poisoned outputs.
+@pytest.mark.parametrize("variant", ["runtime", "runtime_nospec"])
+def test_runtime_width_kernels_match_the_references(variant):
+    import torch
+
+    from warpgauge.experiments import specialization as S
+
+    rows, n, block = 5, 37, 64
+    g = torch.Generator().manual_seed(7)
+    base = torch.randn(rows, n + 11, generator=g, dtype=torch.float32)
+    x = base[:, :n]  # strided rows: stride 48, width 37
+    y = torch.full((rows, n), float("nan"))
+    kern = S._softmax_rt if variant == "runtime" else S._softmax_rt_nospec
+    kern[(rows,)](x, y, x.stride(0), n, BLOCK=block)
+    ref = torch.softmax(x.double(), -1)
+    assert torch.allclose(y.double(), ref, rtol=1e-5, atol=1e-7)
+
+    r = torch.randn(rows, n, generator=g)
+    w = torch.randn(n, generator=g)
+    yo, ho = torch.full((rows, n), float("nan")), torch.full((rows, n), float("nan"))
+    kern = S._rms_rt if variant == "runtime" else S._rms_rt_nospec
+    kern[(rows,)](x, r, w, yo, ho, x.stride(0), r.stride(0), 1e-6, n, BLOCK=block)
+    h = x.double() + r.double()
+    want = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+    assert torch.allclose(ho.double(), h, rtol=1e-6, atol=1e-6)
+    assert torch.allclose(yo.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_gemm_grouping_launch_path_matches_the_reference():
+    """The sweep launches the GEMM's JITFunction with a forced GROUP_M; under the interpreter
+    (small tiles, UPCAST as the interpreter needs) every GROUP_M gives the same product."""
+    import torch
+    import triton
+
+    from warpgauge.kernels import gemm as G
+
+    M, N, K = 40, 24, 20
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(M, K, generator=g).to(torch.float16)
+    b = torch.randn(K, N, generator=g).to(torch.float16)
+    ref = a.double() @ b.double()
+    tile = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}
+    grid = (triton.cdiv(M, 16) * triton.cdiv(N, 16),)
+    for gm in (1, 2, 8):
+        c = torch.full((M, N), float("nan"), dtype=torch.float16)
+        G._gemm_kernel.fn[grid](
+            a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+            c.stride(0), c.stride(1), G._bucket(M), G._bucket(K), G._layout(a, b),
+            GROUP_M=gm, UPCAST=True, **tile,
+        )  # fmt: skip
+        assert torch.allclose(c.double(), ref, rtol=2e-2, atol=2e-2), gm
