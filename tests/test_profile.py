@@ -309,3 +309,51 @@ def test_a_stopped_profile_leaves_no_ncu_behind(tmp_path, fake_env):
     time.sleep(0.5)
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(FAKE) not in ps
+
+
+# Every target builder, at test sizes, run by the Triton interpreter: the closures the profiled
+# process calls must run and compute the right thing (the GPU rounds reached only a few of them).
+@pytest.mark.parametrize(
+    "make",
+    ["softmax", "softmax_bwd", "rms", "rms_bwd", "row_sum", "add", "gemm", "gemm_a", "gemm_b",
+     "int4", "int4_grad", "softmax_torch", "rms_torch", "row_sum_torch", "add_torch",
+     "gemm_cublas"],
+)  # fmt: skip
+def test_target_builders_run_under_the_interpreter(make):
+    import torch
+
+    from warpgauge.profile import targets as T
+
+    dev = torch.device("cpu")
+    dt = "float16"
+    made = {
+        "softmax": lambda: T._softmax(3, 40, dt, None),
+        "softmax_bwd": lambda: T._softmax(3, 40, dt, None, bwd=True),
+        "rms": lambda: T._rms(3, 40, dt, None),
+        "rms_bwd": lambda: T._rms(3, 40, dt, None, bwd=True),
+        "row_sum": lambda: T._row_sum(2, 33000, dt, None),  # wider than RESIDENT_MAX: split plan
+        "add": lambda: T._add(100, dt),
+        "gemm": lambda: T._gemm(20, 24, 16, dt),
+        "gemm_a": lambda: T._gemm(20, 24, 16, dt, grad="a"),
+        "gemm_b": lambda: T._gemm(20, 24, 16, dt, grad="b"),
+        "int4": lambda: T._int4(1, 32, 256, dt),
+        "int4_grad": lambda: T._int4(16, 32, 256, dt, grad=True),
+        "softmax_torch": lambda: T._softmax(3, 40, dt, None, peer="torch"),
+        "rms_torch": lambda: T._rms(3, 40, dt, None, peer="torch"),
+        "row_sum_torch": lambda: T._row_sum(3, 40, dt, None, peer="torch"),
+        "add_torch": lambda: T._add(100, dt, peer="torch"),
+        "gemm_cublas": lambda: T._gemm(20, 24, 16, dt, peer="cublas"),
+    }[make]
+    model, build = made()
+    fn = build(dev)
+    out = fn()
+    outs = out if isinstance(out, tuple) else (out,)
+    written = sum(o.numel() * o.element_size() for o in outs if o is not None)
+    assert written == model.write  # the outputs are exactly what the model says is written
+    for o in outs:
+        if o is not None:
+            assert torch.isfinite(o.float()).all()  # NaN-poisoned outputs were all written
+    if make == "softmax":
+        assert torch.allclose(out.float().sum(-1), torch.ones(3), atol=1e-2)
+    if make == "row_sum":
+        assert fn.plan["kind"] == "split"
