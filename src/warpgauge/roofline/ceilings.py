@@ -6,7 +6,11 @@ Two formats are read:
   measurement per candidate (copy, square ``torch.mm`` per dtype and size); ``run.json``'s
   ``ceilings`` names the selected values (``copy_tbps``, ``mm_tflops[dtype]``). No confirmation
   runs: the roof is that single median, and its range is unknown (``confirmations`` = 0).
-- with confirmations: a selected candidate confirmed by independent runs. Accepted spellings:
+- with confirmations (the bench's calibrate-select-confirm, ``bench/ceilings.py``): for each
+  selected candidate one measurement with ``extra.role == "confirmation"`` whose ``extra.runs``
+  holds the seven runs (each a ``median_us``) and whose ``tbps``/``tflops`` is the ceiling (the
+  rate of the median run); ``run.json`` adds ``copy_tbps_range`` / ``mm_tflops_range[dtype]``.
+  Also accepted, for other writers:
   ``run.json`` ``ceilings.copy_tbps_range`` / ``mm_tflops_range[dtype]`` (``[min, max]``), and in
   ``ceilings.json`` a ``confirmations`` entry, either top level (keyed ``copy``/``memory``/
   ``mm_<dtype>``/``<dtype>``) or inside a measurement, holding ``{median, min, max, n}``, a list
@@ -94,10 +98,31 @@ def _top_level(ceilings: dict | None, keys: tuple[str, ...], rate_key: str) -> d
     return None
 
 
+def _runs_of(m: dict, rate_key: str) -> dict | None:
+    """{median, min, max, n} of a bench confirmation measurement (``extra.role == "confirmation"``,
+    ``extra.runs[*].median_us``): rates from the measurement's own work; the median is the
+    measurement's rate (the rate of the median run, as run.json reports it)."""
+    extra = m.get("extra") or {}
+    runs = extra.get("runs")
+    if extra.get("role") != "confirmation" or not isinstance(runs, list) or not runs:
+        return None
+    amount = (m.get("work") or {}).get("bytes" if rate_key == "tbps" else "flops")
+    times = [r.get("median_us") for r in runs if isinstance(r, dict)]
+    if not amount or not times or any(not isinstance(t, (int, float)) or t <= 0 for t in times):
+        return None
+    rates = [amount / t / 1e6 for t in times]
+    median = m.get(rate_key) if isinstance(m.get(rate_key), (int, float)) else None
+    return {"median": float(median if median is not None else statistics.median(rates)),
+            "min": min(rates), "max": max(rates), "n": len(rates)}  # fmt: skip
+
+
 def _in_measurement(ceilings: dict | None, kind: str, dtype: str | None, rate_key: str):
     for m in (ceilings or {}).get("measurements", []):
         if m.get("kind") != kind or (dtype is not None and m.get("dtype") != dtype):
             continue
+        got = _runs_of(m, rate_key)
+        if got:
+            return got, m.get("name")
         for holder in (m, m.get("extra") or {}):
             if "confirmations" in holder:
                 got = _rates(holder["confirmations"], rate_key)
