@@ -165,3 +165,9 @@ def test_committed_h200_run_every_operator_has_a_binding_roof():
         assert all(p["binding_roof"] for p in e["points"]), op
     assert s["operators"]["gemm"]["best_warpgauge"]["binding_roof"] == "tensor"
     assert s["operators"]["row_sum"]["best_warpgauge"]["binding_roof"] == "memory"
+
+
+def test_markdown_names_roofs_and_binding():
+    md = R.markdown(RUN)
+    assert "calibration only" in md and "| gemm | memory, tensor |" in md
+    assert "| tensor |" in md and "not a roof for softmax" in md

@@ -28,3 +28,10 @@ def plot(run_dir, target, lane: str = "cold") -> dict:
     from .cli import plot_to
 
     return plot_to(run_dir, target, lane)
+
+
+def markdown(run_dir, lane: str = "cold") -> str:
+    """The roofs and each operator's best warpgauge point as Markdown (for a report)."""
+    from .points import markdown as md
+
+    return md(summary(run_dir, lane))

@@ -160,3 +160,38 @@ def summarize(run: dict, cases: list[dict], roofs: dict, lane: str = "cold") -> 
         },
         "operators": ops,
     }
+
+
+def markdown(summary: dict) -> str:
+    """The roofs, then per operator its best warpgauge point: what a report embeds under the plot."""
+    r = summary["roofs"]
+    mem = r.get("memory")
+
+    def band(x):
+        if x is None:
+            return "not measured"
+        n = x["confirmations"]
+        rng = f", range {x['min']:.4g}-{x['max']:.4g}" if x.get("min") is not None else ""
+        count = "calibration only" if n == 0 else f"{n} confirmation runs" if n else "runs: n/a"
+        return f"{x['median']:.4g} {x['unit']} ({count}{rng})"
+
+    lines = [f"Roofs of run {summary['run_id']} ({summary['lane']} lane): memory {band(mem)}; "
+             + "; ".join(f"tensor {dt} {band(x)}" for dt, x in r.get("tensor", {}).items()) + ".",
+             "", "| operator | roofs that apply | best warpgauge point | intensity | achieved | "
+             "binding roof | fraction |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for op, e in summary["operators"].items():
+        b = e["best_warpgauge"]
+        unit = "Tops/s" if e["work_unit"] == "scalar op" else "TFLOP/s"
+        if b is None:
+            lines.append(f"| {op} | {', '.join(e['roofs_applied'])} | - | - | - | - | - |")
+            continue
+        lines.append(
+            f"| {op} | {', '.join(e['roofs_applied'])} | {b['shape_label']} {b['dtype']} | "
+            f"{b['intensity']:.3g} | {b['achieved_tflops']:.3g} {unit} | {b['binding_roof']} | "
+            f"{100 * b['fraction_of_binding']:.1f}% |"
+        )
+    na = sorted({op for op, e in summary["operators"].items() if e["roofs_not_applicable"]})
+    if na:
+        lines += ["", "The tensor-core roof is not a roof for " + ", ".join(na) + ": their work "
+                  "runs on CUDA cores (exp and rsqrt on the SFU), so only the memory roof bounds them."]  # fmt: skip
+    return "\n".join(lines) + "\n"
