@@ -11,6 +11,9 @@ its own module).
     warpgauge doctor [--json]               what this machine offers, each with the fix
     warpgauge cuda-softmax ...              the CUDA softmax program (arguments passed through)
     warpgauge --version
+    warpgauge roofline RUN                  throughput vs intensity under the run's measured roofs
+    warpgauge profile                       Nsight Compute metrics and the byte-model check
+    warpgauge experiment NAME...            clock ramp, specialization, sweeps, Inductor, compile cost
 
 Heavy modules (torch, the kernels, rich, matplotlib) are imported inside the commands.
 """
@@ -257,6 +260,33 @@ def doctor(
     from warpgauge import doctor as doctor_mod
 
     raise typer.Exit(doctor_mod.doctor_cli(as_json=json_, run_kernel=kernel))
+
+
+_PASS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+@app.command("roofline", context_settings=_PASS, add_help_option=False)
+def roofline_cmd(ctx: typer.Context) -> None:
+    """Throughput vs intensity under the run's measured roofs (`roofline --help`)."""
+    from warpgauge.roofline.cli import main as roofline_main
+
+    raise typer.Exit(roofline_main(list(ctx.args)))
+
+
+@app.command("profile", context_settings=_PASS, add_help_option=False)
+def profile_cmd(ctx: typer.Context) -> None:
+    """Nsight Compute metrics and the byte-model check (`profile --help`)."""
+    from warpgauge.profile.cli import main as profile_main
+
+    raise typer.Exit(profile_main(list(ctx.args)))
+
+
+@app.command("experiment", context_settings=_PASS, add_help_option=False)
+def experiment_cmd(ctx: typer.Context) -> None:
+    """The experiments behind the design choices (`experiment --help`)."""
+    from warpgauge.experiments.cli import main as experiment_main
+
+    raise typer.Exit(experiment_main(list(ctx.args)))
 
 
 @app.command(
