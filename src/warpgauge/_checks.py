@@ -31,9 +31,10 @@ def check_tensor(name: str, t, dtypes=FLOAT_DTYPES) -> torch.Tensor:
 
 
 def check_device(name: str, t: torch.Tensor) -> None:
-    if t.device.type == "cuda":
+    if t.is_cuda:
         return
     if t.device.type == "cpu" and interpreter_enabled():
+        check_interpreter_consistent()
         return
     if t.device.type == "cpu":
         raise ValueError(
@@ -44,6 +45,23 @@ def check_device(name: str, t: torch.Tensor) -> None:
     if t.device.type == "meta":
         return
     raise ValueError(f"{name} is on device {t.device}; warpgauge kernels need a CUDA tensor")
+
+
+def check_interpreter_consistent() -> None:
+    """TRITON_INTERPRET=1 is set now, but were the kernels built for the interpreter?
+
+    Triton decides when a kernel is defined (at ``import warpgauge``) whether it is compiled or
+    interpreted, so setting the variable later leaves compiled kernels and no GPU to run them
+    ("0 active drivers" from deep inside Triton). Say so instead."""
+    from .kernels.add import _add_flat  # any kernel: all are defined at the same import
+
+    if type(_add_flat).__name__ == "JITFunction":
+        raise RuntimeError(
+            "TRITON_INTERPRET=1 was set after triton (and warpgauge) were imported, so the "
+            "kernels were built for a GPU, not for the CPU interpreter. Set TRITON_INTERPRET=1 "
+            "before importing triton or warpgauge (e.g. in the shell: TRITON_INTERPRET=1 python "
+            "...), or move the tensors to a CUDA GPU"
+        )
 
 
 def check_same_device(pairs) -> None:
@@ -91,6 +109,8 @@ def rows_view(name: str, x: torch.Tensor) -> tuple[torch.Tensor, int]:
             f"{name} has stride {x.stride(-1)} in its last dimension; the row operators read rows "
             f"as contiguous runs. Pass {name}.contiguous() (this copies)"
         )
+    if x.dim() == 2:  # already rows: no view to build (a view costs ~1 us of host time)
+        return x, (x.stride(0) if x.shape[0] > 1 else width)
     if x.dim() == 1:
         return x.view(1, width), max(width, 1)
     try:

@@ -28,6 +28,7 @@ from .quant import Int4Weight
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
+_is_compiling = torch.compiler.is_compiling
 
 # The launchers launch through ``torch.library.wrap_triton``, which dispatches through a
 # higher-order op whenever wrap-triton mode is on, and it is on by default: that is what lets
@@ -38,6 +39,50 @@ try:
     from torch._library.triton import wrap_triton_enabled as _wrap_flag
 except ImportError:  # pragma: no cover - older/newer torch: fall back to the public switch
     _wrap_flag = None
+
+
+class _LazyKernels:
+    """The list of Triton kernels ``triton_op`` finds in an op body, computed when first read.
+
+    ``triton_op`` (torch >= 2.10) parses each op body's source when it registers it, and imports
+    ``torch._inductor`` to do so: over a second of ``import warpgauge``. Only AOTAutograd's cache
+    reads the result (to hash kernel sources), so registration stores this lazy list instead and
+    the parse happens the first time something iterates it."""
+
+    def __init__(self, find, fn):
+        self._find, self._fn, self._kernels = find, fn, None
+
+    def _get(self) -> list:
+        if self._kernels is None:
+            self._kernels = list(self._find(self._fn))
+        return self._kernels
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self):
+        return len(self._get())
+
+    def __getitem__(self, i):
+        return self._get()[i]
+
+
+def _defer_kernel_discovery():
+    """Make the ``triton_op`` registrations below store :class:`_LazyKernels`; returns the undo."""
+    import torch._library.triton as lib
+
+    find = getattr(lib, "get_inner_triton_kernels", None)
+    if find is None:  # a torch that does not parse op bodies at registration
+        return lambda: None
+    lib.get_inner_triton_kernels = lambda fn: _LazyKernels(find, fn)
+
+    def undo():
+        lib.get_inner_triton_kernels = find
+
+    return undo
+
+
+_undo_defer = _defer_kernel_discovery()
 
 
 def _direct(launcher, *args):
@@ -59,17 +104,18 @@ def _use_op(*tensors) -> bool:
     """True when the call must go through the registered op (see module docstring).
 
     Plain tensors and ``nn.Parameter``s take the direct launcher unless autograd must record the
-    call; tensor subclasses (fake, functional) take the op. A non-tensor argument always takes the
-    direct launcher, whose validation raises the clear TypeError (the dispatcher's schema check
-    would raise an unexplained RuntimeError)."""
-    if torch.compiler.is_compiling():
+    call or they are meta tensors (the registered op's fake implementation gives meta outputs of
+    the right shape and dtype); tensor subclasses (fake, functional) take the op. A non-tensor
+    argument always takes the direct launcher, whose validation raises the clear TypeError (the
+    dispatcher's schema check would raise an unexplained RuntimeError)."""
+    if _is_compiling():
         return True
     grad = torch.is_grad_enabled()
     use = False
     for t in tensors:
         tp = type(t)
         if tp is _Tensor or tp is _Parameter:
-            use = use or (grad and t.requires_grad)
+            use = use or (grad and t.requires_grad) or t.is_meta
         elif isinstance(t, _Tensor):
             use = True
         else:
@@ -295,3 +341,6 @@ def int4_linear(x: torch.Tensor, qweight: Int4Weight) -> torch.Tensor:
             x, qweight.packed, qweight.scales, qweight.group_size
         )
     return _direct(_int4.int4_linear, x, qweight)
+
+
+_undo_defer()
