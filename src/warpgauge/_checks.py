@@ -47,15 +47,22 @@ def check_device(name: str, t: torch.Tensor) -> None:
     raise ValueError(f"{name} is on device {t.device}; warpgauge kernels need a CUDA tensor")
 
 
+_INTERPRETED = False  # set once the kernels are known to be interpreted ones
+
+
 def check_interpreter_consistent() -> None:
     """TRITON_INTERPRET=1 is set now, but were the kernels built for the interpreter?
 
     Triton decides when a kernel is defined (at ``import warpgauge``) whether it is compiled or
     interpreted, so setting the variable later leaves compiled kernels and no GPU to run them
     ("0 active drivers" from deep inside Triton). Say so instead."""
+    global _INTERPRETED
+    if _INTERPRETED:
+        return
     from .kernels.add import _add_flat  # any kernel: all are defined at the same import
 
-    if type(_add_flat).__name__ == "JITFunction":
+    _INTERPRETED = type(_add_flat).__name__ != "JITFunction"
+    if not _INTERPRETED:
         raise RuntimeError(
             "TRITON_INTERPRET=1 was set after triton (and warpgauge) were imported, so the "
             "kernels were built for a GPU, not for the CPU interpreter. Set TRITON_INTERPRET=1 "
@@ -68,6 +75,8 @@ def check_same_device(pairs) -> None:
     """pairs: sequence of (name, tensor); all must share the first one's device."""
     (n0, t0), *rest = pairs
     for n, t in rest:
+        if t.is_cuda and t0.is_cuda and t.get_device() == t0.get_device():
+            continue  # the common case, without building two torch.device objects
         if t.device != t0.device:
             raise ValueError(
                 f"{n} is on {t.device} but {n0} is on {t0.device}; put both on the same device"

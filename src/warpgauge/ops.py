@@ -168,8 +168,8 @@ register_autograd("warpgauge::row_sum", _row_sum_bwd, setup_context=_row_sum_set
 
 def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Sum over the last dim with FP32 accumulation; result dtype ``out_dtype`` or ``x.dtype``."""
-    _row_sum.check_out_dtype(out_dtype)
-    if _use_op(x):
+    if _use_op(x):  # the direct launcher checks out_dtype itself (once per call)
+        _row_sum.check_out_dtype(out_dtype)
         return torch.ops.warpgauge.row_sum(x, out_dtype)
     return _direct(_row_sum.row_sum, x, out_dtype)
 
@@ -247,9 +247,8 @@ def add_rms_norm(
     """Fused residual add + RMSNorm. ``h = x + residual`` in FP32, rounded once to ``x.dtype``;
     ``y = h * rsqrt(mean(h^2) + eps) * weight`` with FP32 math. Returns ``(y, h)``: ``h`` is the
     next layer's residual."""
-    eps = check_eps(eps)
-    if _use_op(x, residual, weight):
-        return torch.ops.warpgauge.add_rms_norm(x, residual, weight, eps)
+    if _use_op(x, residual, weight):  # the direct launcher checks eps itself (once per call)
+        return torch.ops.warpgauge.add_rms_norm(x, residual, weight, check_eps(eps))
     return _direct(_rms.add_rms_norm, x, residual, weight, eps)
 
 
