@@ -55,11 +55,11 @@ def sample(fn, calls):
 
 
 def interleaved(variants, rounds, calls, warmup=None):
-    from warpgauge.kernels import _launch
+    from warpgauge.kernels import _launch, _replay
 
     warmup = warmup if warmup is not None else (50 if DEV == "cuda" else 1)
-    for fn, fast in variants.values():
-        _launch.FAST = fast
+    for fn, fast, rep in variants.values():
+        _launch.FAST, _replay.ENABLED = fast, rep
         for _ in range(warmup):
             fn()
     sync()
@@ -71,14 +71,14 @@ def interleaved(variants, rounds, calls, warmup=None):
         for r in range(rounds):
             k = r % len(names)
             for n in names[k:] + names[:k]:
-                fn, fast = variants[n]
-                _launch.FAST = fast
+                fn, fast, rep = variants[n]
+                _launch.FAST, _replay.ENABLED = fast, rep
                 h, w = sample(fn, calls)
                 host[n].append(h)
                 wall[n].append(w)
     finally:
         gc.enable()
-        _launch.FAST = True
+        _launch.FAST = _replay.ENABLED = True
     return {
         n: {
             "host_median_us": statistics.median(host[n]),
@@ -126,9 +126,10 @@ def forward_table(rounds, calls):
     for op, shape, args, ours, theirs, tname in cases():
         print(f"  forward {op} {shape}", flush=True)
         variants = {
-            "warpgauge": (lambda: ours(*args), True),
-            "warpgauge, normal launch": (lambda: ours(*args), False),
-            tname: (lambda: theirs(*args), True),
+            "warpgauge": (lambda: ours(*args), True, True),
+            "wg, no replay": (lambda: ours(*args), True, False),
+            "wg, normal launch": (lambda: ours(*args), False, False),
+            tname: (lambda: theirs(*args), True, True),
         }
         rows.append({"op": op, "shape": shape, "torch": tname,
                      "variants": interleaved(variants, rounds, calls)})  # fmt: skip
@@ -155,10 +156,10 @@ def autograd_table(rounds, calls):
             return run
 
         variants = {
-            "warpgauge fwd (grad)": (lambda: ours(*gargs), True),
-            f"{tname} fwd (grad)": (lambda: theirs(*gargs), True),
-            "warpgauge fwd+bwd": (fb(ours), True),
-            f"{tname} fwd+bwd": (fb(theirs), True),
+            "warpgauge fwd (grad)": (lambda: ours(*gargs), True, True),
+            f"{tname} fwd (grad)": (lambda: theirs(*gargs), True, True),
+            "warpgauge fwd+bwd": (fb(ours), True, True),
+            f"{tname} fwd+bwd": (fb(theirs), True, True),
         }
         rows.append({"op": op, "shape": shape, "torch": tname,
                      "variants": interleaved(variants, rounds, max(calls // 3, 1 if DEV == "cpu" else 200))})  # fmt: skip
@@ -177,11 +178,10 @@ def correctness():
         _launch.FAST = False
         ref = fn()
         _launch.FAST = True
-        got1 = fn()
-        got2 = fn()  # second call: a cache hit
-        _launch.FAST = True
+        # 1st: first cached launch (records nothing), 2nd: recorded, 3rd and 4th: replays
+        gots = [fn() for _ in range(4)]
         refs = ref if isinstance(ref, tuple) else (ref,)
-        for got in (got1, got2):
+        for got in gots:
             gots = got if isinstance(got, tuple) else (got,)
             ok = all(
                 a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
@@ -221,6 +221,31 @@ def correctness():
         x = torch.randn(m, k, device=DEV).to(dt)
         both(f"int4_linear {str(dt)[6:]} {m}x{n}x{k}",
              lambda x=x, q=qws[key]: wg.int4_linear(x, q))  # fmt: skip
+    # replays with new inputs of a recorded signature (other pointers, other values)
+    from warpgauge.kernels import _replay
+
+    before = dict(_replay.STATS)
+    for op in ("softmax", "row_sum", "add", "add_rms_norm", "gemm", "int4_linear"):
+        for i in range(4):
+            torch.manual_seed(100 + i)
+            xa = torch.randn(8, 4096, device=DEV, dtype=bf)
+            xb = torch.randn(8, 4096, device=DEV, dtype=bf)
+            wv = torch.randn(4096, device=DEV, dtype=bf)
+            ga = torch.randn(64, 128, device=DEV, dtype=bf)
+            gb = torch.randn(128, 128, device=DEV, dtype=bf)
+            xq = torch.randn(1, 1024, device=DEV, dtype=bf)
+            fn = {
+                "softmax": lambda: wg.softmax(xa),
+                "row_sum": lambda: wg.row_sum(xa),
+                "add": lambda: wg.add(xa, xb),
+                "add_rms_norm": lambda: wg.add_rms_norm(xa, xb, wv),
+                "gemm": lambda: wg.gemm(ga, gb),
+                "int4_linear": lambda: wg.int4_linear(xq, qws[(bf, 1024, 1024)]),
+            }[op]
+            both(f"{op} new inputs #{i}", fn)
+    results.append({"case": "replay stats during new-input checks",
+                    "bitwise_equal": _replay.STATS["replays"] > before["replays"],
+                    "stats": dict(_replay.STATS)})  # fmt: skip
     # backward through the registered ops (triton_op's eager path also takes the cached launch)
     for op in ("softmax", "add_rms_norm", "gemm", "int4_linear"):
 
@@ -382,7 +407,7 @@ def pieces(calls=20000):
 
 
 def show(result, tab, rounds):
-    if tab not in result:
+    if not result.get(tab):
         return
     print(f"\n{tab}: host us per call (median of {rounds} rounds)", flush=True)
     for row in result[tab]:
@@ -411,37 +436,51 @@ def main():
     t0 = time.time()
 
     def dump():
+        from warpgauge.kernels import _replay
+
         result["launch_stats"] = _launch.launch_stats()
+        result["replay_stats"] = dict(_replay.STATS)
         (out / "host_cost.json").write_text(json.dumps(result, indent=1))
 
+    def guarded(name, fn):
+        try:
+            return fn()
+        except Exception:  # the run goes on; the traceback is in the log and the JSON
+            import traceback
+
+            tb = traceback.format_exc()
+            print(f"SECTION {name} FAILED\n{tb}", flush=True)
+            result.setdefault("errors", {})[name] = tb
+            return None
+
     if "forward" not in skip:
-        result["forward"] = forward_table(args.rounds, args.calls)
+        result["forward"] = guarded("forward", lambda: forward_table(args.rounds, args.calls))
         dump()
         show(result, "forward", args.rounds)
     if "pieces" not in skip:
         print("pieces", flush=True)
-        result["pieces"] = pieces()
+        result["pieces"] = guarded("pieces", pieces)
         dump()
     if "profile" not in skip:
-        prof = profile_ops()
+        prof = guarded("profile", profile_ops) or {}
         (out / "profile_ops.txt").write_text(
             "\n".join(f"===== {k} =====\n{v}" for k, v in prof.items())
         )
     if "meta" not in skip:
-        result["meta_and_fake"] = meta_and_fake()
+        result["meta_and_fake"] = guarded("meta", meta_and_fake) or {}
         for k, v in result["meta_and_fake"].items():
             print(f"  {k}: {v}", flush=True)
         dump()
     if "correctness" not in skip:
         print(f"correctness (cached vs normal launch, bitwise) at {time.time() - t0:.1f} s",
               flush=True)  # fmt: skip
-        result["correctness"] = correctness()
+        result["correctness"] = guarded("correctness", correctness) or []
         bad = [c for c in result["correctness"] if not c["bitwise_equal"]]
         print(f"  {len(result['correctness'])} cases, {len(bad)} mismatches "
               f"({time.time() - t0:.1f} s)", flush=True)  # fmt: skip
         dump()
     if "autograd" not in skip:
-        result["autograd"] = autograd_table(args.rounds, args.calls)
+        result["autograd"] = guarded("autograd", lambda: autograd_table(args.rounds, args.calls))
         dump()
     print(f"done in {time.time() - t0:.1f} s\n")
 

@@ -18,6 +18,7 @@ import torch
 from torch.library import register_autograd, triton_op
 
 from ._checks import check_eps
+from .kernels import _launch, _replay
 from .kernels import add as _add
 from .kernels import gemm as _gemm
 from .kernels import int4 as _int4
@@ -85,7 +86,7 @@ def _defer_kernel_discovery():
 _undo_defer = _defer_kernel_discovery()
 
 
-def _direct(launcher, *args):
+def _unwrapped(launcher, *args):
     """Run ``launcher(*args)`` with wrap-triton dispatch off (eager, no tracing)."""
     if _wrap_flag is None:
         from torch._library.triton import set_wrap_triton_enabled
@@ -98,6 +99,14 @@ def _direct(launcher, *args):
         return launcher(*args)
     finally:
         _wrap_flag.value = prev
+
+
+def _direct(launcher, *args):
+    """The eager call: a replay of an earlier call with the same input signature when there is
+    one (``kernels/_replay.py``), else the launcher itself with wrap-triton dispatch off."""
+    if _replay.ENABLED and _launch.FAST:
+        return _replay.call(launcher, args, _unwrapped)
+    return _unwrapped(launcher, *args)
 
 
 def _use_op(*tensors) -> bool:

@@ -71,6 +71,8 @@ def empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     t = torch.empty(shape, dtype=dtype, device=device)
     if POISON:
         t.fill_(float("nan") if dtype.is_floating_point else 0x5A)
+    if _RECORDING is not None:
+        _RECORDING.allocs.append(t)
     return t
 
 
@@ -120,6 +122,7 @@ class _Stats:
 
 
 _STATS = _Stats()
+_RECORDING = None  # a _replay._Recording while a launcher call is being recorded
 # JITFunction -> {(device, specialization, options): _Entry}
 _CACHE: dict = {}
 _TYPES = None  # (JITFunction, Autotuner, HookChain or None), resolved on first use
@@ -199,6 +202,8 @@ def launch(kernel, grid, *args, **meta) -> None:
         ):
             return
     _STATS.slow += 1
+    if _RECORDING is not None:
+        _RECORDING.complete = False
     if _without_data(kernel, args):
         return
     wrap_triton(kernel)[grid](*args, **meta)
@@ -292,6 +297,8 @@ def _launch_cached(fn, grid, args, meta) -> bool:
     entry.run(g0, g1, g2, stream, entry.function, entry.packed, metadata, enter, exit_,
               *bound.values())  # fmt: skip
     _STATS.hits += 1
+    if _RECORDING is not None:
+        _RECORDING.launches.append((entry, (g0, g1, g2), tuple(bound.values())))
     return True
 
 
@@ -299,6 +306,8 @@ def _first_launch(fn, grid, args, meta, key) -> bool:
     """Triton's normal path (compiles if needed, launches); cache the kernel it returns."""
     compiled = fn.run(*args, grid=grid, warmup=False, **meta)
     _STATS.misses += 1
+    if _RECORDING is not None:
+        _RECORDING.complete = False
     if compiled is not None and not hasattr(compiled, "result"):
         try:
             entry = _Entry(compiled)
