@@ -106,14 +106,19 @@ def cases():
         h = x + r
         return F.rms_norm(h, (h.shape[-1],), w, 1e-6), h
 
+    ops = torch.ops.warpgauge
     return [
-        ("softmax", "8x4096", (x,), wg.softmax, lambda t: torch.softmax(t, -1), "torch.softmax"),
-        ("add_rms_norm", "8x4096", (x, r, w), wg.add_rms_norm, add_then_rms, "x+r, F.rms_norm"),
-        ("add", "8x4096", (x, r), wg.add, torch.add, "torch.add"),
-        ("row_sum", "8x4096", (x,), wg.row_sum, lambda t: t.sum(-1), "x.sum(-1)"),
-        ("gemm", "64x128x128", (a, b), wg.gemm, torch.mm, "torch.mm"),
+        ("softmax", "8x4096", (x,), wg.softmax, lambda t: torch.softmax(t, -1), "torch.softmax",
+         ops.softmax),
+        ("add_rms_norm", "8x4096", (x, r, w), wg.add_rms_norm, add_then_rms, "x+r, F.rms_norm",
+         lambda x, r, w: ops.add_rms_norm(x, r, w, 1e-6)),
+        ("add", "8x4096", (x, r), wg.add, torch.add, "torch.add", ops.add),
+        ("row_sum", "8x4096", (x,), wg.row_sum, lambda t: t.sum(-1), "x.sum(-1)",
+         lambda t: ops.row_sum(t, None)),
+        ("gemm", "64x128x128", (a, b), wg.gemm, torch.mm, "torch.mm", ops.gemm),
         ("int4_linear", "1x1024x1024", (xv, qw), wg.int4_linear,
-         lambda t, _q: F.linear(t, wd), "F.linear (dequantized)"),
+         lambda t, _q: F.linear(t, wd), "F.linear (dequantized)",
+         lambda t, q: ops.int4_linear(t, q.packed, q.scales, q.group_size)),
     ]  # fmt: skip
 
 
@@ -123,7 +128,7 @@ def _first(out):
 
 def forward_table(rounds, calls):
     rows = []
-    for op, shape, args, ours, theirs, tname in cases():
+    for op, shape, args, ours, theirs, tname, _op in cases():
         print(f"  forward {op} {shape}", flush=True)
         variants = {
             "warpgauge": (lambda: ours(*args), True, True),
@@ -138,7 +143,7 @@ def forward_table(rounds, calls):
 
 def autograd_table(rounds, calls):
     rows = []
-    for op, shape, args, ours, theirs, tname in cases():
+    for op, shape, args, ours, theirs, tname, regop in cases():
         print(f"  autograd {op} {shape}", flush=True)
         gargs = tuple(
             t.detach().clone().requires_grad_() if i == 0 else t for i, t in enumerate(args)
@@ -159,6 +164,7 @@ def autograd_table(rounds, calls):
             "warpgauge fwd (grad)": (lambda: ours(*gargs), True, True),
             f"{tname} fwd (grad)": (lambda: theirs(*gargs), True, True),
             "warpgauge fwd+bwd": (fb(ours), True, True),
+            "torch.ops.warpgauge fwd+bwd": (fb(regop), True, True),
             f"{tname} fwd+bwd": (fb(theirs), True, True),
         }
         rows.append({"op": op, "shape": shape, "torch": tname,
@@ -284,7 +290,7 @@ def profile_ops(calls=2000):
     from warpgauge.kernels import _launch
 
     out = {}
-    for op, shape, args, ours, _theirs, _tname in cases():
+    for op, shape, args, ours, _theirs, _tname, _op in cases():
         for fast in (True, False) if op == "softmax" else (True,):
             _launch.FAST = fast
             for _ in range(50):

@@ -1,0 +1,214 @@
+"""The eager paths of the public functions: direct launches and autograd without the dispatcher.
+
+``ops.py`` routes each public call (``route``): while tracing or compiling, and for tensor
+subclasses (fake, functional) and meta tensors, through the registered op; when autograd must
+record the call on plain tensors, through the ``torch.autograd.Function`` here, whose forward and
+backward call the same launchers directly (the dispatcher's Python custom-op path costs tens of
+microseconds per call, per op); otherwise straight to the launcher (``direct``).
+
+Each Function's backward is the registered op's backward (``register_autograd`` in ``ops.py``),
+formula for formula: same saved tensors, same kernels. With ``create_graph=True`` (grad mode on in
+the backward) it calls the registered backward op instead, which has no derivative of its own,
+so a double backward fails the same way on both paths.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .kernels import _launch, _replay
+from .kernels import add as _add
+from .kernels import gemm as _gemm
+from .kernels import int4 as _int4
+from .kernels import rmsnorm as _rms
+from .kernels import row_sum as _row_sum
+from .kernels import softmax as _softmax
+
+DIRECT, GRAD, OP = 0, 1, 2
+
+_Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
+_is_compiling = torch.compiler.is_compiling
+
+try:  # torch's wrap-triton switch (see _launch): off for eager launches
+    from torch._library.triton import wrap_triton_enabled as _wrap_flag
+except ImportError:  # pragma: no cover - older/newer torch: fall back to the public switch
+    _wrap_flag = None
+
+
+def route(*tensors) -> int:
+    """OP while compiling, for tensor subclasses and for meta tensors (the registered op's fake
+    implementation gives meta outputs of the right shape and dtype); GRAD when autograd must record
+    the call; else DIRECT. A non-tensor argument is DIRECT: the launcher's validation raises the
+    clear TypeError (the dispatcher's schema check would raise an unexplained RuntimeError)."""
+    if _is_compiling():
+        return OP
+    grad = torch.is_grad_enabled()
+    r = DIRECT
+    for t in tensors:
+        tp = type(t)
+        if tp is _Tensor or tp is _Parameter:
+            if t.is_meta:
+                return OP
+            if grad and t.requires_grad:
+                r = GRAD
+        elif isinstance(t, _Tensor):
+            return OP
+        else:
+            return DIRECT
+    return r
+
+
+def _unwrapped(launcher, *args):
+    """Run ``launcher(*args)`` with wrap-triton dispatch off (eager, no tracing)."""
+    if _wrap_flag is None:
+        from torch._library.triton import set_wrap_triton_enabled
+
+        with set_wrap_triton_enabled(False):
+            return launcher(*args)
+    prev = getattr(_wrap_flag, "value", True)
+    _wrap_flag.value = False
+    try:
+        return launcher(*args)
+    finally:
+        _wrap_flag.value = prev
+
+
+def direct(launcher, *args):
+    """The eager call: a replay of an earlier call with the same input signature when there is
+    one (``kernels/_replay.py``), else the launcher itself with wrap-triton dispatch off."""
+    if _replay.ENABLED and _launch.FAST:
+        return _replay.call(launcher, args, _unwrapped)
+    return _unwrapped(launcher, *args)
+
+
+def _backward(op, launcher, *args):
+    if torch.is_grad_enabled():  # create_graph=True: the registered op, as register_autograd does
+        return op(*args)
+    for a in args:
+        if isinstance(a, _Tensor) and type(a) is not _Tensor and type(a) is not _Parameter:
+            return op(*args)
+    return direct(launcher, *args)
+
+
+def _ops():
+    return torch.ops.warpgauge
+
+
+class Add(torch.autograd.Function):
+    @staticmethod
+    def forward(x, y):
+        return direct(_add.add, x, y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad
+
+
+class RowSum(torch.autograd.Function):
+    @staticmethod
+    def forward(x, out_dtype):
+        return direct(_row_sum.row_sum, x, out_dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, _ = inputs
+        ctx.x_shape = x.shape
+        ctx.x_dtype = x.dtype
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(ctx.x_dtype).unsqueeze(-1).expand(ctx.x_shape), None
+
+
+class Softmax(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return direct(_softmax.softmax, x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return _backward(_ops().softmax_backward, _softmax.softmax_backward, y, grad)
+
+
+class AddRmsNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(x, residual, weight, eps):
+        return direct(_rms.add_rms_norm, x, residual, weight, eps)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, _, weight, eps = inputs
+        ctx.eps = eps
+        ctx.save_for_backward(output[1], weight)
+        ctx.set_materialize_grads(False)  # as register_autograd: an unused output's grad is None
+
+    @staticmethod
+    def backward(ctx, dy, dh):
+        h, weight = ctx.saved_tensors
+        if dy is None:
+            dy = torch.zeros_like(h)
+        dx, dw = _backward(
+            _ops().add_rms_norm_backward, _rms.add_rms_norm_backward, dy, dh, h, weight, ctx.eps
+        )
+        return dx, dx, dw, None
+
+
+class Gemm(torch.autograd.Function):
+    @staticmethod
+    def forward(a, b):
+        return direct(_gemm.gemm, a, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        ops = _ops()
+        da = (
+            _backward(ops.gemm_grad_a, _gemm.gemm_grad_a, grad, b)
+            if ctx.needs_input_grad[0]
+            else None
+        )
+        db = (
+            _backward(ops.gemm_grad_b, _gemm.gemm_grad_b, grad, a)
+            if ctx.needs_input_grad[1]
+            else None
+        )
+        return da, db
+
+
+class Int4Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(x, packed, scales, group_size):
+        return direct(_int4.int4_linear_packed, x, packed, scales, group_size)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, packed, scales, group_size = inputs
+        ctx.group_size = group_size
+        ctx.save_for_backward(packed, scales)
+
+    @staticmethod
+    def backward(ctx, grad):
+        packed, scales = ctx.saved_tensors
+        dx = _backward(
+            _ops().int4_linear_grad_input,
+            _int4.int4_linear_grad_input_packed,
+            grad,
+            packed,
+            scales,
+            ctx.group_size,
+        )
+        return dx, None, None, None
