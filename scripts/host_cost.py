@@ -136,9 +136,23 @@ def forward_table(rounds, calls):
             "wg, normal launch": (lambda: ours(*args), False, False),
             tname: (lambda: theirs(*args), True, True),
         }
-        rows.append({"op": op, "shape": shape, "torch": tname,
-                     "variants": interleaved(variants, rounds, calls)})  # fmt: skip
+        row = {"op": op, "shape": shape, "torch": tname,
+               "variants": interleaved(variants, rounds, calls)}  # fmt: skip
+        row["replay_equal_normal"] = _same_as_normal(lambda: ours(*args))
+        print(f"    replayed output bitwise equal to the normal path: {row['replay_equal_normal']}")
+        rows.append(row)
     return rows
+
+
+def _same_as_normal(fn):
+    from warpgauge.kernels import _launch, _replay
+
+    _launch.FAST = _replay.ENABLED = False
+    ref = fn()
+    _launch.FAST = _replay.ENABLED = True
+    got = fn()
+    refs, gots = (ref, got) if isinstance(ref, tuple) else ((ref,), (got,))
+    return all(torch.equal(a, b) for a, b in zip(refs, gots))
 
 
 def autograd_table(rounds, calls):
@@ -350,9 +364,11 @@ def meta_and_fake():
 
 def pieces(calls=20000):
     """Micro-timings of what one call is made of (us per call)."""
-    import triton
+    from triton.runtime.driver import driver
 
-    from warpgauge.kernels import _launch
+    import warpgauge as wg
+    from warpgauge import _eager
+    from warpgauge.kernels import _launch, _replay
     from warpgauge.kernels import softmax as sk
 
     x = rand((8, 4096))
@@ -360,7 +376,7 @@ def pieces(calls=20000):
     dev = x.device
     k = sk._softmax_resident
     binder = k.device_caches[torch.cuda.current_device()][-1]
-    get_stream = triton.runtime.driver.driver.active.get_current_stream
+    get_stream = driver.active.get_current_stream
     items = {
         "torch.empty(shape, dtype=, device=x.device)": lambda: torch.empty(
             (8, 4096), dtype=x.dtype, device=x.device
@@ -392,6 +408,13 @@ def pieces(calls=20000):
             _launch.launch(k, (8,), x, y, 4096, N=4096, BLOCK=4096, num_warps=8)
     entry = next(iter(_launch._CACHE[k].values()))
     stream = get_stream(torch.cuda.current_device())
+    items["entry.fast(ints) (C launch, as replay does)"] = lambda: entry.fast(
+        8, 1, 1, stream, *entry.head, x.data_ptr(), y.data_ptr(), 4096, 4096, 4096
+    )
+    items["replay signature of (x,)"] = lambda: _replay._signature((x,), [])
+    items["_eager.route(x)"] = lambda: _eager.route(x)
+    items["wg.softmax (replay)"] = lambda: wg.softmax(x)
+    items["softmax launcher, no replay"] = lambda: sk.softmax(x)
     items["compiled.run(tensors) (low-level launch only)"] = lambda: entry.run(
         8, 1, 1, stream, entry.function, entry.packed, None, None, None, x, y, 4096, 4096, 4096
     )
@@ -463,9 +486,12 @@ def main():
         result["forward"] = guarded("forward", lambda: forward_table(args.rounds, args.calls))
         dump()
         show(result, "forward", args.rounds)
+    if "autograd" not in skip:
+        result["autograd"] = guarded("autograd", lambda: autograd_table(args.rounds, args.calls))
+        dump()
     if "pieces" not in skip:
         print("pieces", flush=True)
-        result["pieces"] = guarded("pieces", pieces)
+        result["pieces"] = guarded("pieces", lambda: pieces(8000))
         dump()
     if "profile" not in skip:
         prof = guarded("profile", profile_ops) or {}
@@ -484,9 +510,6 @@ def main():
         bad = [c for c in result["correctness"] if not c["bitwise_equal"]]
         print(f"  {len(result['correctness'])} cases, {len(bad)} mismatches "
               f"({time.time() - t0:.1f} s)", flush=True)  # fmt: skip
-        dump()
-    if "autograd" not in skip:
-        result["autograd"] = guarded("autograd", lambda: autograd_table(args.rounds, args.calls))
         dump()
     print(f"done in {time.time() - t0:.1f} s\n")
 

@@ -142,13 +142,53 @@ def clear_launch_cache() -> None:
 
 
 class _Entry:
-    __slots__ = ("compiled", "run", "function", "packed")
+    """A compiled kernel and how to launch it. ``fast(g0, g1, g2, stream, *head, *args)``
+    launches it when no launch hook is installed: Triton 3.6's C launcher itself when this
+    module recognises it (no scratch memory to allocate, so ``CudaLauncher.__call__`` would only
+    forward its arguments), else the ``CompiledKernel``'s launcher with no metadata or hooks."""
+
+    __slots__ = ("compiled", "run", "function", "packed", "fast", "head")
 
     def __init__(self, compiled):
         self.compiled = compiled
         self.run = compiled.run  # the launcher (a property that loads the binary once)
         self.function = compiled.function
         self.packed = compiled.packed_metadata
+        self.fast, self.head = _c_launcher(self.run, self.function, self.packed)
+
+
+# The argument layout of Triton 3.6's C launcher (backends/nvidia/driver.py): grid x, y, z,
+# stream, function, cooperative, PDL, global scratch, profile scratch, kernel metadata, launch
+# metadata, enter hook, exit hook, then the kernel arguments.
+_C_FORMAT_36 = "iiiKKppOOOOOO"
+
+
+def _c_launcher(run, function, packed):
+    generic = (run, (function, packed, None, None, None))
+    try:
+        from triton.backends.nvidia import driver as nv
+    except ImportError:  # pragma: no cover - no NVIDIA backend
+        return generic
+    if (
+        getattr(nv, "_BASE_ARGS_FORMAT", None) != _C_FORMAT_36
+        or type(run).__name__ != "CudaLauncher"
+        or getattr(run, "global_scratch_size", 1) != 0
+        or getattr(run, "profile_scratch_size", 1) != 0
+        or not callable(getattr(run, "launch", None))
+        or not hasattr(run, "launch_cooperative_grid")
+        or not hasattr(run, "launch_pdl")
+    ):
+        return generic
+    head = (function, run.launch_cooperative_grid, run.launch_pdl, None, None, packed)
+    return run.launch, head + (None, None, None)
+
+
+def hooks_idle() -> bool:
+    """No launch hook installed (profilers such as proton install them)."""
+    runtime = (_RUNTIME or _runtime())[2]
+    chain = (_TYPES or _types())[2]
+    enter, exit_ = runtime.launch_enter_hook, runtime.launch_exit_hook
+    return not (_hook_active(enter, chain) or _hook_active(exit_, chain))
 
 
 def _types():
@@ -292,10 +332,10 @@ def _launch_cached(fn, grid, args, meta) -> bool:
     exit_ = runtime.launch_exit_hook
     if _hook_active(enter, chain) or _hook_active(exit_, chain):
         metadata = entry.compiled.launch_metadata(grid, stream, *bound.values())
+        entry.run(g0, g1, g2, stream, entry.function, entry.packed, metadata, enter, exit_,
+                  *bound.values())  # fmt: skip
     else:
-        enter = exit_ = metadata = None
-    entry.run(g0, g1, g2, stream, entry.function, entry.packed, metadata, enter, exit_,
-              *bound.values())  # fmt: skip
+        entry.fast(g0, g1, g2, stream, *entry.head, *bound.values())
     _STATS.hits += 1
     if _RECORDING is not None:
         _RECORDING.launches.append((entry, (g0, g1, g2), tuple(bound.values())))

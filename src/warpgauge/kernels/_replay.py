@@ -172,7 +172,7 @@ _REFUSED = object()
 
 
 class _Recipe:
-    __slots__ = ("device", "allocs", "launches", "result", "n_in")
+    __slots__ = ("device", "allocs", "launches", "result", "single", "n_in")
 
     @classmethod
     def build(cls, rec, tensors, out):
@@ -181,12 +181,11 @@ class _Recipe:
         in_ptrs = [t.data_ptr() for t in tensors]
         al_ptrs = [t.data_ptr() for t in rec.allocs]
         every = in_ptrs + al_ptrs
-        if len(set(every)) != len(every) or 0 in every:
-            return None  # aliasing inputs (or an empty tensor's null pointer): ambiguous
-        where = {p: (0, i) for i, p in enumerate(in_ptrs)}
-        where.update({p: (1, j) for j, p in enumerate(al_ptrs)})
+        if len(set(every)) != len(every) or 0 in every or any(p & 15 for p in al_ptrs):
+            return None  # aliasing inputs, a null pointer, an odd allocation: never replayed
+        where = {p: i for i, p in enumerate(every)}  # inputs first, then allocations
         launches = []
-        for entry, grid, args in rec.launches:
+        for entry, (g0, g1, g2), args in rec.launches:
             template = list(args)
             slots = []
             for pos, a in enumerate(args):
@@ -194,19 +193,18 @@ class _Recipe:
                     src = where.get(a.data_ptr())
                     if src is None:
                         return None  # a tensor the recipe cannot rebuild (a copy, an offset view)
-                    slots.append((pos, src[0], src[1]))
+                    slots.append((pos, src))
                     template[pos] = None
-            launches.append((entry, grid, tuple(template), tuple(slots)))
+            launches.append((entry.fast, entry.head, g0, g1, g2, tuple(template), tuple(slots)))
         result = _result_plan(out, rec.allocs)
         if result is None:
             return None
         self = cls()
         self.device = _launch._RUNTIME[0]()  # the device the recorded launches ran on
-        self.allocs = tuple(
-            (tuple(t.shape), t.dtype, t.device, t.data_ptr() & 15) for t in rec.allocs
-        )
+        self.allocs = tuple((tuple(t.shape), t.dtype, t.device) for t in rec.allocs)
         self.launches = tuple(launches)
         self.result = result
+        self.single = result[1][1] if result[0] == "single" and result[1][0] == "alloc" else None
         self.n_in = len(tensors)
         return self
 
@@ -216,26 +214,31 @@ class _Recipe:
         if device != self.device:
             return _REFUSED
         chain = _launch._TYPES[2]
-        if _launch._hook_active(runtime.launch_enter_hook, chain) or _launch._hook_active(
-            runtime.launch_exit_hook, chain
-        ):
+        for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
+            if hook is not None and (type(hook) is not chain or hook.calls):
+                return _REFUSED  # a profiler's hooks need Triton's launch metadata
+        ptrs = [t.data_ptr() for t in tensors]
+        if len(ptrs) > 1 and len(set(ptrs)) != len(ptrs):
             return _REFUSED
-        in_ptrs = [t.data_ptr() for t in tensors]
-        if len(in_ptrs) > 1 and len(set(in_ptrs)) != len(in_ptrs):
-            return _REFUSED
-        empty = _launch.empty
-        allocs = [empty(shape, dtype, dev) for shape, dtype, dev, _ in self.allocs]
-        al_ptrs = [t.data_ptr() for t in allocs]
-        for p, (_, _, _, align) in zip(al_ptrs, self.allocs):
-            if p & 15 != align:
+        if _launch.POISON:
+            allocs = [_launch.empty(shape, dtype, dev) for shape, dtype, dev in self.allocs]
+        else:
+            allocs = [
+                torch.empty(shape, dtype=dtype, device=dev) for shape, dtype, dev in self.allocs
+            ]
+        for a in allocs:
+            p = a.data_ptr()
+            if p & 15:  # never seen from the caching allocator; the recorded kernels assume it
                 return _REFUSED
-        ptrs = (in_ptrs, al_ptrs)
+            ptrs.append(p)
         stream = get_stream(device)
-        for entry, (g0, g1, g2), template, slots in self.launches:
+        for fast, head, g0, g1, g2, template, slots in self.launches:
             args = list(template)
-            for pos, kind, idx in slots:
-                args[pos] = ptrs[kind][idx]
-            entry.run(g0, g1, g2, stream, entry.function, entry.packed, None, None, None, *args)
+            for pos, src in slots:
+                args[pos] = ptrs[src]
+            fast(g0, g1, g2, stream, *head, *args)
+        if self.single is not None:
+            return allocs[self.single]
         return _build_result(self.result, allocs)
 
 
