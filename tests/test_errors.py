@@ -13,6 +13,12 @@ def _t(*shape, dtype=torch.float16):
 
 
 def test_cpu_tensor_without_interpreter(monkeypatch):
+    import importlib
+
+    from warpgauge._lazy import KERNEL_MODULES
+
+    for name in KERNEL_MODULES:  # build the kernels with the session's setting, not "0"
+        importlib.import_module(name)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     x = torch.randn(2, 8)
     with pytest.raises(ValueError, match=r"x is a CPU tensor.*\.cuda\(\).*TRITON_INTERPRET=1"):
@@ -163,25 +169,46 @@ def test_fake_tensor_mode_eager_calls():
     assert tuple(o.shape) == (2, 32) and tuple(q.packed.shape) == (32, 128)
 
 
-def test_interpreter_switched_on_after_import_is_explained():
-    """TRITON_INTERPRET=1 set after import: the kernels were built for a GPU. The error says
-    what happened and what to do instead of Triton's '0 active drivers'."""
+def _fresh_python(code):
     import os
     import subprocess
     import sys
 
-    code = (
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    src = os.path.join(os.path.dirname(os.path.dirname(__file__)), "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    return out.stdout + out.stderr
+
+
+def test_interpreter_switched_on_after_import_is_honoured():
+    """The kernels are built at the first call, so TRITON_INTERPRET=1 set between
+    ``import warpgauge`` and that call still takes effect."""
+    out = _fresh_python(
         "import os, torch, warpgauge as wg\n"
+        "os.environ['TRITON_INTERPRET'] = '1'\n"
+        "x = torch.randn(2, 8)\n"
+        "print('OK', torch.allclose(wg.softmax(x), torch.softmax(x, -1)))\n"
+    )
+    assert "OK True" in out, out
+
+
+def test_interpreter_switched_on_after_the_kernels_were_built_is_explained():
+    """Set after the first call: the kernels were built for a GPU. The error says what happened
+    and what to do instead of Triton's '0 active drivers'."""
+    out = _fresh_python(
+        "import os, torch, warpgauge as wg\n"
+        "try:\n"
+        "    wg.softmax(torch.randn(2, 8))\n"
+        "except ValueError as e:\n"
+        "    print('FIRST', e)\n"
         "os.environ['TRITON_INTERPRET'] = '1'\n"
         "try:\n"
         "    wg.softmax(torch.randn(2, 8))\n"
         "except RuntimeError as e:\n"
         "    print('RAISED', e)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    src = os.path.join(os.path.dirname(os.path.dirname(__file__)), "src")
-    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert "RAISED TRITON_INTERPRET=1 was set after triton" in out.stdout, out.stdout + out.stderr
-    assert "before importing triton" in out.stdout
+    assert "FIRST x is a CPU tensor" in out, out
+    assert "RAISED TRITON_INTERPRET=1 was set after warpgauge's kernels were built" in out, out
+    assert "before importing triton" in out

@@ -53,21 +53,22 @@ _INTERPRETED = False  # set once the kernels are known to be interpreted ones
 def check_interpreter_consistent() -> None:
     """TRITON_INTERPRET=1 is set now, but were the kernels built for the interpreter?
 
-    Triton decides when a kernel is defined (at ``import warpgauge``) whether it is compiled or
-    interpreted, so setting the variable later leaves compiled kernels and no GPU to run them
-    ("0 active drivers" from deep inside Triton). Say so instead."""
+    Triton decides when a kernel is defined whether it is compiled or interpreted. warpgauge
+    defines its kernels when they are first needed (the first call of an op, or an import of a
+    ``warpgauge.kernels`` module), so setting the variable after that leaves compiled kernels
+    and no GPU to run them ("0 active drivers" from deep inside Triton). Say so instead."""
     global _INTERPRETED
     if _INTERPRETED:
         return
-    from .kernels.add import _add_flat  # any kernel: all are defined at the same import
+    from .kernels.add import _add_flat  # any kernel: all are defined the same way
 
     _INTERPRETED = type(_add_flat).__name__ != "JITFunction"
     if not _INTERPRETED:
         raise RuntimeError(
-            "TRITON_INTERPRET=1 was set after triton (and warpgauge) were imported, so the "
-            "kernels were built for a GPU, not for the CPU interpreter. Set TRITON_INTERPRET=1 "
-            "before importing triton or warpgauge (e.g. in the shell: TRITON_INTERPRET=1 python "
-            "...), or move the tensors to a CUDA GPU"
+            "TRITON_INTERPRET=1 was set after warpgauge's kernels were built for a GPU (they are "
+            "built when the first warpgauge op runs). Set TRITON_INTERPRET=1 before importing "
+            "triton or warpgauge (e.g. in the shell: TRITON_INTERPRET=1 python ...), or move the "
+            "tensors to a CUDA GPU"
         )
 
 

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import torch
 
+from ._lazy import LazyModule
 from .kernels import _launch, _replay
-from .kernels import add as _add
-from .kernels import gemm as _gemm
-from .kernels import int4 as _int4
-from .kernels import rmsnorm as _rms
-from .kernels import row_sum as _row_sum
-from .kernels import softmax as _softmax
+
+# The kernel modules import triton (~0.15-0.3 s): imported on the first call, not at import time.
+_add = LazyModule("warpgauge.kernels.add")
+_gemm = LazyModule("warpgauge.kernels.gemm")
+_int4 = LazyModule("warpgauge.kernels.int4")
+_rms = LazyModule("warpgauge.kernels.rmsnorm")
+_row_sum = LazyModule("warpgauge.kernels.row_sum")
+_softmax = LazyModule("warpgauge.kernels.softmax")
 
 DIRECT, GRAD, OP = 0, 1, 2
 

@@ -23,13 +23,16 @@ from . import _eager
 from ._checks import check_eps
 from ._eager import DIRECT, GRAD, OP, route
 from ._eager import direct as _direct
-from .kernels import add as _add
-from .kernels import gemm as _gemm
-from .kernels import int4 as _int4
-from .kernels import rmsnorm as _rms
-from .kernels import row_sum as _row_sum
-from .kernels import softmax as _softmax
+from ._lazy import LazyModule
 from .quant import Int4Weight
+
+# The kernel modules import triton (~0.15-0.3 s): imported on the first call, not at import time.
+_add = LazyModule("warpgauge.kernels.add")
+_gemm = LazyModule("warpgauge.kernels.gemm")
+_int4 = LazyModule("warpgauge.kernels.int4")
+_rms = LazyModule("warpgauge.kernels.rmsnorm")
+_row_sum = LazyModule("warpgauge.kernels.row_sum")
+_softmax = LazyModule("warpgauge.kernels.softmax")
 
 
 class _LazyKernels:

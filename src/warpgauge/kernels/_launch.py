@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import TYPE_CHECKING
 
 import torch
 from torch.library import wrap_triton
 
 from .._device import device_info
-from .plans import RowPlan
+
+if TYPE_CHECKING:
+    from .plans import RowPlan
 
 __all__ = [
     "launch",
@@ -78,6 +81,8 @@ def empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=4096)
 def _plan_for(rows: int, width: int, sm_count: int) -> RowPlan:
+    from .plans import RowPlan  # imports triton: not at ``import warpgauge`` time
+
     return RowPlan.for_shape(rows, width, sm_count)
 
 
@@ -88,6 +93,8 @@ def row_plan(rows: int, width: int, device: torch.device, plan: RowPlan | None) 
         return plan
     if isinstance(rows, int) and isinstance(width, int):  # SymInts (tracing) are not cached
         return _plan_for(rows, width, device_info(device).sm_count)
+    from .plans import RowPlan
+
     return RowPlan.for_shape(rows, width, device_info(device).sm_count)
 
 
