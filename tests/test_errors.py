@@ -13,12 +13,6 @@ def _t(*shape, dtype=torch.float16):
 
 
 def test_cpu_tensor_without_interpreter(monkeypatch):
-    import importlib
-
-    from warpgauge._lazy import KERNEL_MODULES
-
-    for name in KERNEL_MODULES:  # build the kernels with the session's setting, not "0"
-        importlib.import_module(name)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     x = torch.randn(2, 8)
     with pytest.raises(ValueError, match=r"x is a CPU tensor.*\.cuda\(\).*TRITON_INTERPRET=1"):

@@ -299,7 +299,9 @@ def test_import_costs_at_most_0_3_s_over_torch():
 
 
 def _env():
-    env = dict(os.environ)
+    """The environment of a GPU user: no interpreter (under it the kernels load at import)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["CUDA_VISIBLE_DEVICES"] = ""
     src = os.path.join(os.path.dirname(os.path.dirname(__file__)), "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     return env

@@ -22,10 +22,15 @@ class LazyModule:
 
     def __getattr__(self, attr):
         for name in self._lazy_group:
-            importlib.import_module(name)
+            importlib.import_module(name)  # a no-op once imported
         value = getattr(importlib.import_module(self._lazy_name), attr)
         object.__setattr__(self, attr, value)
         return value
 
     def __repr__(self):
         return f"<lazy module {self._lazy_name}>"
+
+
+def load_kernels() -> None:
+    for name in KERNEL_MODULES:
+        importlib.import_module(name)

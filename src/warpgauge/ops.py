@@ -21,9 +21,10 @@ from torch.library import register_autograd, triton_op
 
 from . import _eager
 from ._checks import check_eps
+from ._device import interpreter_enabled
 from ._eager import DIRECT, GRAD, OP, route
 from ._eager import direct as _direct
-from ._lazy import LazyModule
+from ._lazy import LazyModule, load_kernels
 from .quant import Int4Weight
 
 # The kernel modules import triton (~0.15-0.3 s): imported on the first call, not at import time.
@@ -312,3 +313,8 @@ def int4_linear(x: torch.Tensor, qweight: Int4Weight) -> torch.Tensor:
 
 
 _undo_defer()
+
+# Under the interpreter (tests, CPU runs) the kernels are built now, so the mode stays the one
+# set at import even if the environment changes later; on a GPU they load on the first call.
+if interpreter_enabled():
+    load_kernels()
