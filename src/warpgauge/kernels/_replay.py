@@ -139,7 +139,7 @@ def call(launcher, args, run):
         return _record(launcher, args, run, tensors, per, sig)
     if recipe is _NEVER:
         return run(launcher, *args)
-    out = recipe.replay(tensors)
+    out = recipe.run(tensors)
     if out is _REFUSED:
         STATS["refused"] += 1
         return run(launcher, *args)
@@ -172,7 +172,7 @@ _REFUSED = object()
 
 
 class _Recipe:
-    __slots__ = ("device", "allocs", "launches", "result", "single", "n_in")
+    __slots__ = ("device", "allocs", "launches", "result", "single", "n_in", "run")
 
     @classmethod
     def build(cls, rec, tensors, out):
@@ -206,6 +206,7 @@ class _Recipe:
         self.result = result
         self.single = result[1][1] if result[0] == "single" and result[1][0] == "alloc" else None
         self.n_in = len(tensors)
+        self.run = _generate(self)
         return self
 
     def replay(self, tensors):
@@ -240,6 +241,83 @@ class _Recipe:
         if self.single is not None:
             return allocs[self.single]
         return _build_result(self.result, allocs)
+
+
+def _generate(recipe):
+    """``recipe.replay`` unrolled into straight-line code for this recipe (no loops, no lists: a
+    replay is a few attribute reads, the allocations and the launches). Built with ``exec`` from
+    the recipe's own data only, as Triton builds its binder."""
+    get_device, get_stream, runtime = _launch._RUNTIME
+    ns = {
+        "get_device": get_device,
+        "get_stream": get_stream,
+        "runtime": runtime,
+        "chain": _launch._TYPES[2],
+        "REFUSED": _REFUSED,
+        "DEVICE": recipe.device,
+        "EMPTY": _launch.empty if _launch.POISON else torch.empty,
+    }
+    n_in = recipe.n_in
+    src = [
+        "def replay(tensors):",
+        "    device = get_device()",
+        "    if device != DEVICE:",
+        "        return REFUSED",
+    ]
+    for hook in ("launch_enter_hook", "launch_exit_hook"):
+        src += [
+            f"    h = runtime.{hook}",
+            "    if h is not None and (type(h) is not chain or h.calls):",
+            "        return REFUSED",
+        ]
+    ins = [f"i{i}" for i in range(n_in)]
+    src += [f"    i{i} = tensors[{i}].data_ptr()" for i in range(n_in)]
+    if n_in > 1:
+        src.append(f"    if len({{{', '.join(ins)}}}) != {n_in}:")
+        src.append("        return REFUSED")
+    for j, (shape, dtype, dev) in enumerate(recipe.allocs):
+        ns[f"S{j}"], ns[f"D{j}"], ns[f"V{j}"] = shape, dtype, dev
+        if _launch.POISON:
+            src.append(f"    a{j} = EMPTY(S{j}, D{j}, V{j})")
+        else:
+            src.append(f"    a{j} = EMPTY(S{j}, dtype=D{j}, device=V{j})")
+        src += [f"    p{j} = a{j}.data_ptr()", f"    if p{j} & 15:", "        return REFUSED"]
+    src.append("    stream = get_stream(device)")
+    names = ins + [f"p{j}" for j in range(len(recipe.allocs))]
+    for k, (fast, head, g0, g1, g2, template, slots) in enumerate(recipe.launches):
+        ns[f"L{k}"] = fast
+        args = [f"{g0}", f"{g1}", f"{g2}", "stream"]
+        for h, v in enumerate(head):
+            ns[f"H{k}_{h}"] = v
+            args.append(f"H{k}_{h}")
+        slot_of = dict(slots)
+        for pos, v in enumerate(template):
+            if pos in slot_of:
+                args.append(names[slot_of[pos]])
+            elif v is None or type(v) in (int, bool):
+                args.append(repr(v))
+            else:
+                ns[f"C{k}_{pos}"] = v
+                args.append(f"C{k}_{pos}")
+        src.append(f"    L{k}({', '.join(args)})")
+
+    def expr(p):
+        if p[0] == "alloc":
+            return f"a{p[1]}"
+        if p[0] == "none":
+            return "None"
+        ns[f"SH{p[1]}"], ns[f"ST{p[1]}"] = p[2], p[3]
+        return f"a{p[1]}.as_strided(SH{p[1]}, ST{p[1]})"
+
+    kind, parts = recipe.result
+    if kind == "single":
+        src.append(f"    return {expr(parts)}")
+    else:
+        src.append(
+            f"    return ({', '.join(expr(p) for p in parts)}{',' if len(parts) == 1 else ''})"
+        )
+    exec("\n".join(src), ns)  # noqa: S102 - code built above from the recipe's own values
+    return ns["replay"]
 
 
 def _result_plan(out, allocs):
