@@ -151,3 +151,31 @@ def test_results_that_are_views_and_tuples_are_rebuilt(toy, monkeypatch):  # noq
     assert toy.compiled[0].launches[-1][10] == h.data_ptr()
     assert toy.compiled[0].launches[-2][10] == y.data_ptr()
     _replay.clear()
+
+
+def test_int4_weight_arguments_are_part_of_the_signature(toy, monkeypatch):  # noqa: F811
+    """An Int4Weight's tensors are inputs of the recording (their pointers are remapped) and its
+    group size is part of the signature."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(_replay, "device_ok", lambda t: True)
+    _replay.clear()
+    calls = []
+
+    def launcher(x, w):
+        calls.append(1)
+        out = _launch.empty(x.shape, x.dtype, x.device)
+        _launch.launch(toy, (1,), w.packed, out, w.group_size, 16, BLOCK=32)
+        return out
+
+    def weight(group_size=128):
+        return SimpleNamespace(packed=_x(8, 16), scales=_x(8, 1), group_size=group_size)
+
+    for _ in range(3):
+        w = weight()
+        _replay.call(launcher, (_x(4, 16), w), _run)
+    assert len(calls) == 2 and _replay.STATS["replays"] == 1
+    assert toy.compiled[0].launches[-1][9] == w.packed.data_ptr()
+    _replay.call(launcher, (_x(4, 16), weight(group_size=64)), _run)
+    assert len(calls) == 3
+    _replay.clear()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from typing import TYPE_CHECKING
 
 import torch
@@ -74,8 +75,8 @@ def empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     t = torch.empty(shape, dtype=dtype, device=device)
     if POISON:
         t.fill_(float("nan") if dtype.is_floating_point else 0x5A)
-    if _RECORDING is not None:
-        _RECORDING.allocs.append(t)
+    if _RECORDING is not None and (rec := _recording()) is not None:
+        rec.allocs.append(t)
     return t
 
 
@@ -129,7 +130,17 @@ class _Stats:
 
 
 _STATS = _Stats()
-_RECORDING = None  # a _replay._Recording while a launcher call is being recorded
+_RECORDING = None  # a _replay._Recording while a launcher call is being recorded ...
+_RECORDING_THREAD = None  # ... by this thread
+
+
+def _recording():
+    """The recording this thread's launches and allocations belong to, if any."""
+    if _RECORDING is not None and threading.get_ident() == _RECORDING_THREAD:
+        return _RECORDING
+    return None
+
+
 # JITFunction -> {(device, specialization, options): _Entry}
 _CACHE: dict = {}
 _TYPES = None  # (JITFunction, Autotuner, HookChain or None), resolved on first use
@@ -249,8 +260,8 @@ def launch(kernel, grid, *args, **meta) -> None:
         ):
             return
     _STATS.slow += 1
-    if _RECORDING is not None:
-        _RECORDING.complete = False
+    if _RECORDING is not None and (rec := _recording()) is not None:
+        rec.complete = False
     if _without_data(kernel, args):
         return
     wrap_triton(kernel)[grid](*args, **meta)
@@ -344,8 +355,8 @@ def _launch_cached(fn, grid, args, meta) -> bool:
     else:
         entry.fast(g0, g1, g2, stream, *entry.head, *bound.values())
     _STATS.hits += 1
-    if _RECORDING is not None:
-        _RECORDING.launches.append((entry, (g0, g1, g2), tuple(bound.values())))
+    if _RECORDING is not None and (rec := _recording()) is not None:
+        rec.launches.append((entry, (g0, g1, g2), tuple(bound.values())))
     return True
 
 
@@ -353,8 +364,8 @@ def _first_launch(fn, grid, args, meta, key) -> bool:
     """Triton's normal path (compiles if needed, launches); cache the kernel it returns."""
     compiled = fn.run(*args, grid=grid, warmup=False, **meta)
     _STATS.misses += 1
-    if _RECORDING is not None:
-        _RECORDING.complete = False
+    if _RECORDING is not None and (rec := _recording()) is not None:
+        rec.complete = False
     if compiled is not None and not hasattr(compiled, "result"):
         try:
             entry = _Entry(compiled)

@@ -30,6 +30,7 @@ not the recorded one, a launch hook is installed, or a fresh allocation's alignm
 from __future__ import annotations
 
 import os
+import threading
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -114,7 +115,7 @@ def _signature(args, tensors):
         elif ta in _SCALARS:
             sig.append((ta, a))
         elif hasattr(a, "packed") and hasattr(a, "scales") and hasattr(a, "group_size"):
-            inner = _signature((a.packed, a.scales, a.group_size, tuple(a.shape)), tensors)
+            inner = _signature((a.packed, a.scales, a.group_size), tensors)  # shape: packed's
             if inner is None:
                 return None
             sig.append((ta, inner))
@@ -150,6 +151,7 @@ def call(launcher, args, run):
 def _record(launcher, args, run, tensors, per, sig):
     rec = _Recording()
     seen = _OpsSeen()
+    _launch._RECORDING_THREAD = threading.get_ident()  # other threads' launches are not ours
     _launch._RECORDING = rec
     try:
         with seen:
