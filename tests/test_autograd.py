@@ -124,6 +124,11 @@ def test_eager_autograd_matches_registered_op_bitwise(dtype):
             lambda x, w: ops.add_rms_norm(x, x * 2, w[0], 1e-6)[0],
             g,
         ),
+        "add_rms_norm frozen weight": (  # no dw wanted: the eager path skips its kernels
+            lambda x, w: wg.add_rms_norm(x, x * 2, w[0].detach())[0],
+            lambda x, w: ops.add_rms_norm(x, x * 2, w[0].detach(), 1e-6)[0],
+            g,
+        ),
         "add_rms_norm h": (  # only h used: dy arrives as None
             lambda x, w: wg.add_rms_norm(x, x * 2, w[0])[1],
             lambda x, w: ops.add_rms_norm(x, x * 2, w[0], 1e-6)[1],

@@ -154,10 +154,12 @@ class AddRmsNorm(torch.autograd.Function):
         h, weight = ctx.saved_tensors
         if dy is None:
             dy = torch.zeros_like(h)
-        dx, dw = _backward(
-            _ops().add_rms_norm_backward, _rms.add_rms_norm_backward, dy, dh, h, weight, ctx.eps
-        )
-        return dx, dx, dw, None
+        need_dw = ctx.needs_input_grad[2]
+        if torch.is_grad_enabled():  # create_graph=True: the registered op, as register_autograd
+            dx, dw = _ops().add_rms_norm_backward(dy, dh, h, weight, ctx.eps)
+        else:  # a frozen weight costs no dw work
+            dx, dw = direct(_rms.add_rms_norm_backward, dy, dh, h, weight, ctx.eps, True, need_dw)
+        return dx, dx, dw if need_dw else None, None
 
 
 class Gemm(torch.autograd.Function):
