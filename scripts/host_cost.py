@@ -181,8 +181,12 @@ def autograd_table(rounds, calls):
             "torch.ops.warpgauge fwd+bwd": (fb(regop), True, True),
             f"{tname} fwd+bwd": (fb(theirs), True, True),
         }
-        rows.append({"op": op, "shape": shape, "torch": tname,
-                     "variants": interleaved(variants, rounds, max(calls // 3, 1 if DEV == "cpu" else 200))})  # fmt: skip
+        n = max(calls // 3, 1 if DEV == "cpu" else 200)
+        res = interleaved(variants, rounds, n)
+        rows.append({"op": op, "shape": shape, "torch": tname, "variants": res})
+        print(
+            "    " + "  ".join(f"{k}={v['host_median_us']:.1f}" for k, v in res.items()), flush=True
+        )
     return rows
 
 
@@ -489,6 +493,7 @@ def main():
     if "autograd" not in skip:
         result["autograd"] = guarded("autograd", lambda: autograd_table(args.rounds, args.calls))
         dump()
+        show(result, "autograd", args.rounds)
     if "pieces" not in skip:
         print("pieces", flush=True)
         result["pieces"] = guarded("pieces", lambda: pieces(8000))
