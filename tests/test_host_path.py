@@ -111,6 +111,23 @@ def test_repeated_launch_skips_jit_run_and_passes_bound_args(toy):
     assert second[:3] == (5, 1, 1)
 
 
+def test_first_launch_on_a_device_is_cached_too(toy, monkeypatch):
+    """Before Triton's first launch on a device there is no binder: the normal path builds it,
+    and the kernel it returns is cached then, so the second launch is already a hit."""
+    caches = toy.device_caches.pop(0)
+    slow = toy.run
+
+    def first_run(*args, **kwargs):
+        toy.device_caches[0] = caches  # what JITFunction.run's create_binder does
+        return slow(*args, **kwargs)
+
+    monkeypatch.setattr(toy, "run", first_run)
+    x, y = _x(), _x()
+    _launch.launch(toy, (1,), x, y, 64, 128, BLOCK=32)
+    _launch.launch(toy, (1,), x, y, 64, 128, BLOCK=32)
+    assert len(toy.compiled) == 1 and _launch.launch_stats()["hits"] == 1
+
+
 @pytest.mark.parametrize(
     "change",
     [

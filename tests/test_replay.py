@@ -83,6 +83,17 @@ def test_another_signature_runs_the_launcher(replay, change):
     assert len(calls) == before + 1, f"{change}: replayed a recording of other inputs"
 
 
+def test_a_signature_seen_once_is_not_recorded(replay, monkeypatch):
+    _, launcher, calls = replay
+    recorded = []
+    monkeypatch.setattr(_replay, "_record", lambda *a: recorded.append(a) or a[2](a[0], *a[1]))
+    for n in range(1, 6):  # five row counts, each seen once (a decode loop's growing shapes)
+        _replay.call(launcher, (_x(n, 16), _x(n, 16), 2.0), _run)
+    assert not recorded and len(calls) == 5
+    _replay.call(launcher, (_x(5, 16), _x(5, 16), 2.0), _run)
+    assert len(recorded) == 1
+
+
 def test_aliased_inputs_are_never_replayed(replay):
     _, launcher, calls = replay
     for _ in range(2):

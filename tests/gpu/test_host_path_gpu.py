@@ -67,8 +67,8 @@ NAMES = ["softmax", "softmax strided", "softmax misaligned", "softmax fp16", "ro
 def test_replay_is_bitwise_the_normal_path(name):
     ops, inputs = _calls()
     fn = ops[name]
-    # 1st call: Triton's normal path builds its binder; 2nd: the compiled kernel is cached;
-    # 3rd: recorded (every launch a cache hit); from then on: replays
+    # 1st call: signature seen, kernels compiled and cached; 2nd: recorded (an autotuned GEMM
+    # tunes on the 1st and records on the 3rd); from then on: replays
     for seed in range(3):
         fn(*inputs(seed))
     before = _replay.STATS["replays"]

@@ -326,8 +326,8 @@ def _launch_cached(fn, grid, args, meta) -> bool:
     get_device, get_stream, runtime = _RUNTIME or _runtime()
     device = get_device()
     caches = fn.device_caches.get(device)
-    if caches is None:
-        return False  # first launch on this device: Triton builds its binder
+    if caches is None:  # first launch on this device: Triton builds its binder, then we key
+        return _first_launch(fn, grid, args, meta, None, device)
     binder = caches[-1]
     bound, spec, options = binder(*args, **meta)
     try:
@@ -360,12 +360,23 @@ def _launch_cached(fn, grid, args, meta) -> bool:
     return True
 
 
-def _first_launch(fn, grid, args, meta, key) -> bool:
-    """Triton's normal path (compiles if needed, launches); cache the kernel it returns."""
+def _first_launch(fn, grid, args, meta, key, device=None) -> bool:
+    """Triton's normal path (compiles if needed, launches); cache the kernel it returns under
+    ``key`` (computed now with the binder Triton has just built when ``key`` is None)."""
     compiled = fn.run(*args, grid=grid, warmup=False, **meta)
     _STATS.misses += 1
     if _RECORDING is not None and (rec := _recording()) is not None:
         rec.complete = False
+    if key is None:
+        caches = fn.device_caches.get(device)
+        if caches is None:
+            return True
+        _, spec, options = caches[-1](*args, **meta)
+        try:
+            key = (device, tuple(spec), tuple(options.items()))
+            hash(key)
+        except TypeError:
+            return True
     if compiled is not None and not hasattr(compiled, "result"):
         try:
             entry = _Entry(compiled)

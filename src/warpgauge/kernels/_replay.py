@@ -11,7 +11,8 @@ launch the recorded compiled kernels with the new data pointers. That skips argu
 lookup, Triton's binder and its pointer checks (the pointers are passed as integers: they are the
 inputs' and fresh outputs' own, on the recorded device).
 
-A recording is kept only if it is complete and faithful, otherwise the signature is never
+A signature is recorded the second time it is seen (a shape that comes once costs no recording),
+and a recording is kept only if it is complete and faithful, otherwise the signature is never
 replayed and always runs the launcher:
 
 - every launch was a hit of the compiled-kernel cache (a first launch compiles: record again on
@@ -40,6 +41,7 @@ from . import _launch
 MAX_SIGNATURES = 512  # per launcher; past it new signatures run the launcher (no unbounded growth)
 
 _NEVER = object()  # a signature whose call cannot be replayed
+_SEEN = object()  # a signature seen once: recorded when it comes again
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _SCALARS = (int, float, bool, type(None), torch.dtype)
@@ -134,9 +136,11 @@ def call(launcher, args, run):
     if per is None:
         per = _RECIPES[launcher] = {}
     recipe = per.get(sig)
-    if recipe is None:
-        if len(per) >= MAX_SIGNATURES:
-            return run(launcher, *args)
+    if recipe is None:  # first sighting: run it and remember (a one-off shape costs no recording)
+        if len(per) < MAX_SIGNATURES:
+            per[sig] = _SEEN
+        return run(launcher, *args)
+    if recipe is _SEEN:  # second sighting: record
         return _record(launcher, args, run, tensors, per, sig)
     if recipe is _NEVER:
         return run(launcher, *args)
