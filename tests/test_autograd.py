@@ -1,7 +1,8 @@
 """Gradients through the registered ops against FP64 autograd, across plans and dtypes.
 
-The public functions route gradient-tracking inputs through ``torch.ops.warpgauge.*`` and its
-``register_autograd`` formulas. Widths: 127 (resident), 32769 with 3 rows (split on the
+The public functions route gradient-tracking plain tensors through the ``torch.autograd.Function``s
+of ``_eager.py`` (direct launches, no dispatcher) and everything else that needs autograd through
+``torch.ops.warpgauge.*`` and its ``register_autograd`` formulas; the two must agree bit for bit. Widths: 127 (resident), 32769 with 3 rows (split on the
 interpreter's 4 SMs), 32771 with 5 rows (looped).
 """
 
@@ -92,3 +93,92 @@ def test_weight_grad_bit_identical():
         y.backward(dy)
         grads.append(w.grad.clone())
     assert torch.equal(grads[0], grads[1]) and torch.equal(grads[1], grads[2])
+
+
+# ------------------------------------------ the eager autograd path against the registered op
+
+
+def _pair(shape, dtype, seed):
+    a, _ = _leaf(shape, dtype, seed)
+    return a, a.detach().clone().requires_grad_()
+
+
+def test_eager_path_skips_the_dispatcher():
+    x, _ = _leaf((3, 40), torch.float32, 0)
+    assert type(wg.softmax(x).grad_fn).__name__ == "SoftmaxBackward"  # _eager.Softmax
+    assert "warpgauge_softmax" in type(torch.ops.warpgauge.softmax(x).grad_fn).__name__
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_eager_autograd_matches_registered_op_bitwise(dtype):
+    ops = torch.ops.warpgauge
+    shape = (5, 127)
+    g = _grad_out(shape, dtype, 9)
+    gr = _grad_out(shape[:-1], dtype, 10)
+    cases = {
+        "softmax": (lambda x, w: wg.softmax(x), lambda x, w: ops.softmax(x), g),
+        "add": (lambda x, w: wg.add(x, w), lambda x, w: ops.add(x, w), g),
+        "row_sum": (lambda x, w: wg.row_sum(x), lambda x, w: ops.row_sum(x, None), gr),
+        "add_rms_norm y": (
+            lambda x, w: wg.add_rms_norm(x, x * 2, w[0])[0],
+            lambda x, w: ops.add_rms_norm(x, x * 2, w[0], 1e-6)[0],
+            g,
+        ),
+        "add_rms_norm frozen weight": (  # no dw wanted: the eager path skips its kernels
+            lambda x, w: wg.add_rms_norm(x, x * 2, w[0].detach())[0],
+            lambda x, w: ops.add_rms_norm(x, x * 2, w[0].detach(), 1e-6)[0],
+            g,
+        ),
+        "add_rms_norm h": (  # only h used: dy arrives as None
+            lambda x, w: wg.add_rms_norm(x, x * 2, w[0])[1],
+            lambda x, w: ops.add_rms_norm(x, x * 2, w[0], 1e-6)[1],
+            g,
+        ),
+    }
+    for name, (ours, op, grad) in cases.items():
+        (x1, x2), (w1, w2) = _pair(shape, dtype, 1), _pair(shape, dtype, 2)
+        ours(x1, w1).backward(grad)
+        op(x2, w2).backward(grad)
+        assert torch.equal(x1.grad, x2.grad), name
+        if w2.grad is not None:
+            assert torch.equal(w1.grad, w2.grad), name
+
+
+@pytest.mark.parametrize("needs", [(True, True), (True, False), (False, True)])
+def test_eager_gemm_autograd_matches_registered_op(needs):
+    a1, a2 = _pair((9, 24), torch.float16, 3)
+    b1, b2 = _pair((24, 17), torch.float16, 4)
+    for t, n in ((a1, needs[0]), (a2, needs[0]), (b1, needs[1]), (b2, needs[1])):
+        t.requires_grad_(n)
+    g = _grad_out((9, 17), torch.float16, 5)
+    wg.gemm(a1, b1).backward(g)
+    torch.ops.warpgauge.gemm(a2, b2).backward(g)
+    for p, q in ((a1, a2), (b1, b2)):
+        assert (p.grad is None) == (q.grad is None)
+        if p.grad is not None:
+            assert torch.equal(p.grad, q.grad)
+
+
+def test_eager_int4_autograd_matches_registered_op():
+    q = wg.quantize_int4(torch.randn(32, 256).to(DEVICE))
+    x1, x2 = _pair((3, 256), torch.bfloat16, 6)
+    g = _grad_out((3, 32), torch.bfloat16, 7)
+    wg.int4_linear(x1, q).backward(g)
+    torch.ops.warpgauge.int4_linear(x2, q.packed, q.scales, q.group_size).backward(g)
+    assert torch.equal(x1.grad, x2.grad)
+
+
+def test_double_backward_behaves_as_the_registered_op():
+    """create_graph=True: both paths call the registered backward op, which has no derivative."""
+    outcomes = []
+    for f in (wg.softmax, torch.ops.warpgauge.softmax):
+        x, _ = _leaf((3, 40), torch.float32, 8)
+        (gx,) = torch.autograd.grad(
+            f(x), x, _grad_out((3, 40), torch.float32, 9), create_graph=True
+        )
+        try:
+            gx.sum().backward()
+            outcomes.append(("ok", x.grad))
+        except RuntimeError as e:
+            outcomes.append(("raised", type(e)))
+    assert outcomes[0][0] == outcomes[1][0]

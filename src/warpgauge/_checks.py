@@ -31,9 +31,10 @@ def check_tensor(name: str, t, dtypes=FLOAT_DTYPES) -> torch.Tensor:
 
 
 def check_device(name: str, t: torch.Tensor) -> None:
-    if t.device.type == "cuda":
+    if t.is_cuda:
         return
     if t.device.type == "cpu" and interpreter_enabled():
+        check_interpreter_consistent()
         return
     if t.device.type == "cpu":
         raise ValueError(
@@ -46,10 +47,37 @@ def check_device(name: str, t: torch.Tensor) -> None:
     raise ValueError(f"{name} is on device {t.device}; warpgauge kernels need a CUDA tensor")
 
 
+_INTERPRETED = False  # set once the kernels are known to be interpreted ones
+
+
+def check_interpreter_consistent() -> None:
+    """TRITON_INTERPRET=1 is set now, but were the kernels built for the interpreter?
+
+    Triton decides when a kernel is defined whether it is compiled or interpreted. warpgauge
+    defines its kernels when they are first needed (the first call of an op, or an import of a
+    ``warpgauge.kernels`` module), so setting the variable after that leaves compiled kernels
+    and no GPU to run them ("0 active drivers" from deep inside Triton). Say so instead."""
+    global _INTERPRETED
+    if _INTERPRETED:
+        return
+    from .kernels.add import _add_flat  # any kernel: all are defined the same way
+
+    _INTERPRETED = type(_add_flat).__name__ != "JITFunction"
+    if not _INTERPRETED:
+        raise RuntimeError(
+            "TRITON_INTERPRET=1 was set after warpgauge's kernels were built for a GPU (they are "
+            "built when the first warpgauge op runs). Set TRITON_INTERPRET=1 before importing "
+            "triton or warpgauge (e.g. in the shell: TRITON_INTERPRET=1 python ...), or move the "
+            "tensors to a CUDA GPU"
+        )
+
+
 def check_same_device(pairs) -> None:
     """pairs: sequence of (name, tensor); all must share the first one's device."""
     (n0, t0), *rest = pairs
     for n, t in rest:
+        if t.is_cuda and t0.is_cuda and t.get_device() == t0.get_device():
+            continue  # the common case, without building two torch.device objects
         if t.device != t0.device:
             raise ValueError(
                 f"{n} is on {t.device} but {n0} is on {t0.device}; put both on the same device"
@@ -91,6 +119,8 @@ def rows_view(name: str, x: torch.Tensor) -> tuple[torch.Tensor, int]:
             f"{name} has stride {x.stride(-1)} in its last dimension; the row operators read rows "
             f"as contiguous runs. Pass {name}.contiguous() (this copies)"
         )
+    if x.dim() == 2:  # already rows: no view to build (a view costs ~1 us of host time)
+        return x, (x.stride(0) if x.shape[0] > 1 else width)
     if x.dim() == 1:
         return x.view(1, width), max(width, 1)
     try:

@@ -6,10 +6,12 @@ with ``register_autograd``. The op body allocates its outputs and launches; its 
 implementation is the same body run on fake tensors (triton_op registers it).
 
 Eager calls skip the dispatcher: going through ``torch.ops`` costs ~40 us of host time per call
-on the H200 (``anchors-h200.md``), more than many of these kernels take. A public function calls
-the launcher directly unless the call is being traced or compiled, an input is a tensor subclass
-(fake/functional tensors), or autograd must record the call (grad mode on and an input that
-requires grad); then it goes through the registered op.
+on the H200 (``anchors-h200.md``), more than many of these kernels take. ``_eager.route`` decides:
+while tracing or compiling, for tensor subclasses (fake/functional tensors) and for meta tensors a
+public function calls the registered op; when autograd must record the call (grad mode on and an
+input that requires grad) it calls the equivalent ``torch.autograd.Function`` in ``_eager.py``,
+whose forward and backward launch directly; otherwise it calls the launcher directly (replayed
+when an earlier call had the same input signature, ``kernels/_replay.py``).
 """
 
 from __future__ import annotations
@@ -17,64 +19,65 @@ from __future__ import annotations
 import torch
 from torch.library import register_autograd, triton_op
 
+from . import _eager
 from ._checks import check_eps
-from .kernels import add as _add
-from .kernels import gemm as _gemm
-from .kernels import int4 as _int4
-from .kernels import rmsnorm as _rms
-from .kernels import row_sum as _row_sum
-from .kernels import softmax as _softmax
+from ._device import interpreter_enabled
+from ._eager import DIRECT, GRAD, OP, route
+from ._eager import direct as _direct
+from ._lazy import LazyModule, load_kernels
 from .quant import Int4Weight
 
-_Tensor = torch.Tensor
-_Parameter = torch.nn.Parameter
-
-# The launchers launch through ``torch.library.wrap_triton``, which dispatches through a
-# higher-order op whenever wrap-triton mode is on, and it is on by default: that is what lets
-# torch.compile trace the op bodies, but in plain eager code it costs host time per launch and
-# breaks CUDA-graph capture of autotuned kernels (seen on torch 2.11). The eager fast path turns
-# it off around the launcher, exactly as triton_op's own eager backend does.
-try:
-    from torch._library.triton import wrap_triton_enabled as _wrap_flag
-except ImportError:  # pragma: no cover - older/newer torch: fall back to the public switch
-    _wrap_flag = None
+# The kernel modules import triton (~0.15-0.3 s): imported on the first call, not at import time.
+_add = LazyModule("warpgauge.kernels.add")
+_gemm = LazyModule("warpgauge.kernels.gemm")
+_int4 = LazyModule("warpgauge.kernels.int4")
+_rms = LazyModule("warpgauge.kernels.rmsnorm")
+_row_sum = LazyModule("warpgauge.kernels.row_sum")
+_softmax = LazyModule("warpgauge.kernels.softmax")
 
 
-def _direct(launcher, *args):
-    """Run ``launcher(*args)`` with wrap-triton dispatch off (eager, no tracing)."""
-    if _wrap_flag is None:
-        from torch._library.triton import set_wrap_triton_enabled
+class _LazyKernels:
+    """The list of Triton kernels ``triton_op`` finds in an op body, computed when first read.
 
-        with set_wrap_triton_enabled(False):
-            return launcher(*args)
-    prev = getattr(_wrap_flag, "value", True)
-    _wrap_flag.value = False
-    try:
-        return launcher(*args)
-    finally:
-        _wrap_flag.value = prev
+    ``triton_op`` (torch >= 2.10) parses each op body's source when it registers it, and imports
+    ``torch._inductor`` to do so: over a second of ``import warpgauge``. Only AOTAutograd's cache
+    reads the result (to hash kernel sources), so registration stores this lazy list instead and
+    the parse happens the first time something iterates it."""
+
+    def __init__(self, find, fn):
+        self._find, self._fn, self._kernels = find, fn, None
+
+    def _get(self) -> list:
+        if self._kernels is None:
+            self._kernels = list(self._find(self._fn))
+        return self._kernels
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self):
+        return len(self._get())
+
+    def __getitem__(self, i):
+        return self._get()[i]
 
 
-def _use_op(*tensors) -> bool:
-    """True when the call must go through the registered op (see module docstring).
+def _defer_kernel_discovery():
+    """Make the ``triton_op`` registrations below store :class:`_LazyKernels`; returns the undo."""
+    import torch._library.triton as lib
 
-    Plain tensors and ``nn.Parameter``s take the direct launcher unless autograd must record the
-    call; tensor subclasses (fake, functional) take the op. A non-tensor argument always takes the
-    direct launcher, whose validation raises the clear TypeError (the dispatcher's schema check
-    would raise an unexplained RuntimeError)."""
-    if torch.compiler.is_compiling():
-        return True
-    grad = torch.is_grad_enabled()
-    use = False
-    for t in tensors:
-        tp = type(t)
-        if tp is _Tensor or tp is _Parameter:
-            use = use or (grad and t.requires_grad)
-        elif isinstance(t, _Tensor):
-            use = True
-        else:
-            return False
-    return use
+    find = getattr(lib, "get_inner_triton_kernels", None)
+    if find is None:  # a torch that does not parse op bodies at registration
+        return lambda: None
+    lib.get_inner_triton_kernels = lambda fn: _LazyKernels(find, fn)
+
+    def undo():
+        lib.get_inner_triton_kernels = find
+
+    return undo
+
+
+_undo_defer = _defer_kernel_discovery()
 
 
 # ------------------------------------------------------------------------------------------ add
@@ -94,9 +97,10 @@ register_autograd("warpgauge::add", _add_bwd)
 
 def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``x + y`` elementwise (same shape and dtype): FP32 math, one rounding to the dtype."""
-    if _use_op(x, y):
-        return torch.ops.warpgauge.add(x, y)
-    return _direct(_add.add, x, y)
+    r = route(x, y)
+    if r == DIRECT:
+        return _direct(_add.add, x, y)
+    return torch.ops.warpgauge.add(x, y) if r == OP else _eager.Add.apply(x, y)
 
 
 # -------------------------------------------------------------------------------------- row_sum
@@ -122,10 +126,13 @@ register_autograd("warpgauge::row_sum", _row_sum_bwd, setup_context=_row_sum_set
 
 def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Sum over the last dim with FP32 accumulation; result dtype ``out_dtype`` or ``x.dtype``."""
+    r = route(x)
+    if r == DIRECT:  # the launcher checks out_dtype itself (once per call)
+        return _direct(_row_sum.row_sum, x, out_dtype)
     _row_sum.check_out_dtype(out_dtype)
-    if _use_op(x):
+    if r == OP:
         return torch.ops.warpgauge.row_sum(x, out_dtype)
-    return _direct(_row_sum.row_sum, x, out_dtype)
+    return _eager.RowSum.apply(x, out_dtype)
 
 
 # -------------------------------------------------------------------------------------- softmax
@@ -156,9 +163,10 @@ register_autograd("warpgauge::softmax", _softmax_bwd, setup_context=_softmax_set
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim: FP32 math, one cast to ``x.dtype``. Rows that are entirely
     ``-inf`` give all zeros; rows with ``-inf`` entries are handled on every plan."""
-    if _use_op(x):
-        return torch.ops.warpgauge.softmax(x)
-    return _direct(_softmax.softmax, x)
+    r = route(x)
+    if r == DIRECT:
+        return _direct(_softmax.softmax, x)
+    return torch.ops.warpgauge.softmax(x) if r == OP else _eager.Softmax.apply(x)
 
 
 # ---------------------------------------------------------------------------------- add_rms_norm
@@ -201,10 +209,13 @@ def add_rms_norm(
     """Fused residual add + RMSNorm. ``h = x + residual`` in FP32, rounded once to ``x.dtype``;
     ``y = h * rsqrt(mean(h^2) + eps) * weight`` with FP32 math. Returns ``(y, h)``: ``h`` is the
     next layer's residual."""
+    r = route(x, residual, weight)
+    if r == DIRECT:  # the launcher checks eps itself (once per call)
+        return _direct(_rms.add_rms_norm, x, residual, weight, eps)
     eps = check_eps(eps)
-    if _use_op(x, residual, weight):
+    if r == OP:
         return torch.ops.warpgauge.add_rms_norm(x, residual, weight, eps)
-    return _direct(_rms.add_rms_norm, x, residual, weight, eps)
+    return _eager.AddRmsNorm.apply(x, residual, weight, eps)
 
 
 # ----------------------------------------------------------------------------------------- gemm
@@ -245,9 +256,10 @@ register_autograd("warpgauge::gemm", _gemm_bwd, setup_context=_gemm_setup)
 def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` for 2-D FP16/BF16 operands: FP32 accumulation, one rounding; any M, N, K >= 1 and
     any strides (a transposed view is read through its strides, never copied)."""
-    if _use_op(a, b):
-        return torch.ops.warpgauge.gemm(a, b)
-    return _direct(_gemm.gemm, a, b)
+    r = route(a, b)
+    if r == DIRECT:
+        return _direct(_gemm.gemm, a, b)
+    return torch.ops.warpgauge.gemm(a, b) if r == OP else _eager.Gemm.apply(a, b)
 
 
 # ----------------------------------------------------------------------------------- int4_linear
@@ -290,8 +302,19 @@ def int4_linear(x: torch.Tensor, qweight: Int4Weight) -> torch.Tensor:
             "qweight must be a warpgauge.Int4Weight from warpgauge.quantize_int4(weight), "
             f"got {type(qweight).__name__}"
         )
-    if _use_op(x):
+    r = route(x)
+    if r == OP:
         return torch.ops.warpgauge.int4_linear(
             x, qweight.packed, qweight.scales, qweight.group_size
         )
+    if r == GRAD:
+        return _eager.Int4Linear.apply(x, qweight.packed, qweight.scales, qweight.group_size)
     return _direct(_int4.int4_linear, x, qweight)
+
+
+_undo_defer()
+
+# Under the interpreter (tests, CPU runs) the kernels are built now, so the mode stays the one
+# set at import even if the environment changes later; on a GPU they load on the first call.
+if interpreter_enabled():
+    load_kernels()

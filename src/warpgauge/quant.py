@@ -100,7 +100,7 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
         raise ValueError(
             f"q must have an even last dimension (two values per byte), got shape {tuple(q.shape)}"
         )
-    if q.numel() and (int(q.min()) < INT4_MIN or int(q.max()) > INT4_MAX):
+    if q.numel() and _has_data(q) and (int(q.min()) < INT4_MIN or int(q.max()) > INT4_MAX):
         raise ValueError(
             f"q has values in [{int(q.min())}, {int(q.max())}]; INT4 holds [{INT4_MIN}, {INT4_MAX}]. "
             "Clamp first, e.g. q.clamp(-8, 7)"
@@ -206,6 +206,13 @@ class Int4Weight:
         return (q * s).to(dtype or self.scales.dtype)
 
 
+def _has_data(t: torch.Tensor) -> bool:
+    """False for meta and fake tensors (shapes only): quantizing them gives a shapes-only weight."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return not (t.is_meta or isinstance(t, FakeTensor))
+
+
 def quantize_int4(weight: torch.Tensor, group_size: int = 128) -> Int4Weight:
     """Quantize a 2-D ``(N, K)`` weight to symmetric INT4 with one scale per ``group_size`` values
     along ``K``. Works on any device (plain PyTorch; meant for offline preparation)."""
@@ -225,7 +232,7 @@ def quantize_int4(weight: torch.Tensor, group_size: int = 128) -> Int4Weight:
             f"weight has K={k} columns, not a multiple of group_size={group_size}; K must be a "
             f"multiple of {group_size} (pad the weight or pick a group_size that divides {k})"
         )
-    if not bool(torch.isfinite(weight).all()):
+    if _has_data(weight) and not bool(torch.isfinite(weight).all()):
         raise ValueError("weight contains inf or NaN; INT4 scales need finite values")
     w = weight.detach().to(torch.float64).reshape(n, k // group_size, group_size)
     absmax = w.abs().amax(dim=-1)

@@ -1,0 +1,199 @@
+"""The eager paths of the public functions: direct launches and autograd without the dispatcher.
+
+``ops.py`` routes each public call (``route``): while tracing or compiling, and for tensor
+subclasses (fake, functional) and meta tensors, through the registered op; when autograd must
+record the call on plain tensors, through the ``torch.autograd.Function`` here, whose forward and
+backward call the same launchers directly (the dispatcher's Python custom-op path costs tens of
+microseconds per call, per op); otherwise straight to the launcher (``direct``).
+
+Each Function's backward is the registered op's backward (``register_autograd`` in ``ops.py``),
+formula for formula: same saved tensors, same kernels. With ``create_graph=True`` (grad mode on in
+the backward) it calls the registered backward op instead, which has no derivative of its own,
+so a double backward fails the same way on both paths.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._lazy import LazyModule
+from .kernels import _launch, _replay
+
+# The kernel modules import triton (~0.15-0.3 s): imported on the first call, not at import time.
+_add = LazyModule("warpgauge.kernels.add")
+_gemm = LazyModule("warpgauge.kernels.gemm")
+_int4 = LazyModule("warpgauge.kernels.int4")
+_rms = LazyModule("warpgauge.kernels.rmsnorm")
+_row_sum = LazyModule("warpgauge.kernels.row_sum")
+_softmax = LazyModule("warpgauge.kernels.softmax")
+
+DIRECT, GRAD, OP = 0, 1, 2
+
+_Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
+_is_compiling = torch.compiler.is_compiling
+# vmap/grad transforms wrap plain-looking tensors: their calls take the registered op
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+
+try:  # torch's wrap-triton switch (see _launch): off for eager launches
+    from torch._library.triton import wrap_triton_enabled as _wrap_flag
+except ImportError:  # pragma: no cover - older/newer torch: fall back to the public switch
+    _wrap_flag = None
+
+
+def route(*tensors) -> int:
+    """OP while compiling or under functorch transforms, for tensor subclasses and for meta tensors (the registered op's fake
+    implementation gives meta outputs of the right shape and dtype); GRAD when autograd must record
+    the call; else DIRECT. A non-tensor argument is DIRECT: the launcher's validation raises the
+    clear TypeError (the dispatcher's schema check would raise an unexplained RuntimeError)."""
+    if _is_compiling() or _functorch_active():
+        return OP
+    grad = torch.is_grad_enabled()
+    r = DIRECT
+    for t in tensors:
+        tp = type(t)
+        if tp is _Tensor or tp is _Parameter:
+            if t.is_meta:
+                return OP
+            if grad and t.requires_grad:
+                r = GRAD
+        elif isinstance(t, _Tensor):
+            return OP
+        else:
+            return DIRECT
+    return r
+
+
+def _unwrapped(launcher, *args):
+    """Run ``launcher(*args)`` with wrap-triton dispatch off (eager, no tracing)."""
+    if _wrap_flag is None:
+        from torch._library.triton import set_wrap_triton_enabled
+
+        with set_wrap_triton_enabled(False):
+            return launcher(*args)
+    prev = getattr(_wrap_flag, "value", True)
+    _wrap_flag.value = False
+    try:
+        return launcher(*args)
+    finally:
+        _wrap_flag.value = prev
+
+
+def direct(launcher, *args):
+    """The eager call: a replay of an earlier call with the same input signature when there is
+    one (``kernels/_replay.py``), else the launcher itself with wrap-triton dispatch off."""
+    if _replay.ENABLED and _launch.FAST:
+        return _replay.call(launcher, args, _unwrapped)
+    return _unwrapped(launcher, *args)
+
+
+def _backward(op, launcher, *args):
+    if torch.is_grad_enabled():  # create_graph=True: the registered op, as register_autograd does
+        return op(*args)
+    for a in args:
+        if isinstance(a, _Tensor) and type(a) is not _Tensor and type(a) is not _Parameter:
+            return op(*args)
+    return direct(launcher, *args)
+
+
+def _ops():
+    return torch.ops.warpgauge
+
+
+# Functions in the ``forward(ctx, ...)`` style: ``apply`` costs ~7 us of host time against ~18 us
+# for the ``setup_context`` style (measured on this project's CPU machine), and functorch
+# transforms, which need ``setup_context``, never reach them (``route`` sends those to the op).
+
+
+class Add(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        return direct(_add.add, x, y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad
+
+
+class RowSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, out_dtype):
+        ctx.x_shape = x.shape
+        ctx.x_dtype = x.dtype
+        return direct(_row_sum.row_sum, x, out_dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(ctx.x_dtype).unsqueeze(-1).expand(ctx.x_shape), None
+
+
+class Softmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = direct(_softmax.softmax, x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return _backward(_ops().softmax_backward, _softmax.softmax_backward, y, grad)
+
+
+class AddRmsNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, residual, weight, eps):
+        y, h = direct(_rms.add_rms_norm, x, residual, weight, eps)
+        ctx.eps = eps
+        ctx.save_for_backward(h, weight)
+        ctx.set_materialize_grads(False)  # as register_autograd: an unused output's grad is None
+        return y, h
+
+    @staticmethod
+    def backward(ctx, dy, dh):
+        h, weight = ctx.saved_tensors
+        if dy is None:
+            dy = torch.zeros_like(h)
+        need_dw = ctx.needs_input_grad[2]
+        if torch.is_grad_enabled():  # create_graph=True: the registered op, as register_autograd
+            dx, dw = _ops().add_rms_norm_backward(dy, dh, h, weight, ctx.eps)
+        else:  # a frozen weight costs no dw work
+            dx, dw = direct(_rms.add_rms_norm_backward, dy, dh, h, weight, ctx.eps, True, need_dw)
+        return dx, dx, dw if need_dw else None, None
+
+
+class Gemm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return direct(_gemm.gemm, a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        ops = _ops()
+        need_a, need_b = ctx.needs_input_grad[:2]
+        da = _backward(ops.gemm_grad_a, _gemm.gemm_grad_a, grad, b) if need_a else None
+        db = _backward(ops.gemm_grad_b, _gemm.gemm_grad_b, grad, a) if need_b else None
+        return da, db
+
+
+class Int4Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, packed, scales, group_size):
+        ctx.group_size = group_size
+        ctx.save_for_backward(packed, scales)
+        return direct(_int4.int4_linear_packed, x, packed, scales, group_size)
+
+    @staticmethod
+    def backward(ctx, grad):
+        packed, scales = ctx.saved_tensors
+        dx = _backward(
+            _ops().int4_linear_grad_input,
+            _int4.int4_linear_grad_input_packed,
+            grad,
+            packed,
+            scales,
+            ctx.group_size,
+        )
+        return dx, None, None, None

@@ -1,0 +1,324 @@
+"""What one eager call does on the host, counted on the CPU (no GPU needed).
+
+The cached launch path (``kernels/_launch.py``) is exercised with a real ``JITFunction`` and the
+real Triton binder for a CUDA target; only the compiled kernel and the driver's device/stream
+getters are fakes that record what they are given. So these tests check, with Triton's own
+specialization rules, that a repeated launch skips ``JITFunction.run`` and that every change
+Triton specializes on (dtype, 16-byte alignment, an integer equal to 1 or divisible by 16, a
+constexpr, a launch option) gets its own compiled kernel: a cached kernel is never used for
+arguments it was not compiled for.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.jit import JITFunction, create_function_from_signature
+
+import warpgauge as wg
+from warpgauge.kernels import _launch
+
+_STREAM = 0xBEEF
+
+
+def _toy(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr, FLAG: tl.constexpr = 3):
+    pass  # never compiled: launches go to the fakes below
+
+
+class _FakeCompiled:
+    """Stands in for a CompiledKernel: records low-level launches."""
+
+    def __init__(self, tag):
+        self.tag = tag
+        self.function = f"function-{tag}"
+        self.packed_metadata = ("packed", tag)
+        self.launches = []
+        self.metadata_calls = 0
+
+    def run(self, *args):  # CompiledKernel.run is the launcher: (gx, gy, gz, stream, fn, ...)
+        self.launches.append(args)
+
+    def launch_metadata(self, grid, stream, *args):
+        self.metadata_calls += 1
+        return {"grid": grid}
+
+
+class _Hooks:
+    def __init__(self):
+        from triton.knobs import HookChain
+
+        self.launch_enter_hook = HookChain()
+        self.launch_exit_hook = HookChain(reversed=True)
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """A real JITFunction with Triton's real binder for sm_90, and fake compile/launch."""
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    fn = JITFunction(_toy)
+    backend = CUDABackend(GPUTarget("cuda", 90, 32))
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    fn.device_caches[0] = ({}, {}, GPUTarget("cuda", 90, 32), backend, binder)
+    compiled = []
+
+    def slow_run(*args, grid, warmup, **kwargs):  # JITFunction.run: "compile", launch, return
+        k = _FakeCompiled(len(compiled))
+        compiled.append(k)
+        g = grid(binder(*args, **kwargs)[0]) if callable(grid) else grid
+        k.run(*g, "slow", *args)
+        return k
+
+    monkeypatch.setattr(fn, "run", slow_run)
+    hooks = _Hooks()
+    monkeypatch.setattr(_launch, "_RUNTIME", (lambda: 0, lambda device: _STREAM, hooks))
+    monkeypatch.setattr(_launch, "_wrap_enabled", lambda: False)
+    monkeypatch.setattr(_launch, "FAST", True)
+    _launch.clear_launch_cache()
+    fn.compiled = compiled
+    fn.hooks = hooks
+    yield fn
+    _launch.clear_launch_cache()
+
+
+def _x(n=64, dtype=torch.float16, offset=0):
+    return torch.randn(n + offset).to(dtype)[offset:]
+
+
+def test_repeated_launch_skips_jit_run_and_passes_bound_args(toy):
+    x, y = _x(), _x()
+    _launch.launch(toy, (3, 2), x, y, 64, 128, BLOCK=32, num_warps=2)
+    assert len(toy.compiled) == 1 and _launch.launch_stats()["misses"] == 1
+    x2, y2 = _x(), _x()  # new tensors, same dtype and alignment
+    _launch.launch(toy, (3, 2), x2, y2, 64, 128, BLOCK=32, num_warps=2)
+    _launch.launch(toy, (5,), x2, y2, 64, 128, BLOCK=32, num_warps=2)
+    assert len(toy.compiled) == 1, "a repeated launch went through JITFunction.run"
+    assert _launch.launch_stats()["hits"] == 2
+    first, second = toy.compiled[0].launches[1:]
+    k = toy.compiled[0]
+    # grid, stream, function, packed metadata, no launch metadata/hooks, then every parameter
+    # in signature order with the default of FLAG filled in, as JITFunction.run passes them
+    assert first[:9] == (3, 2, 1, _STREAM, k.function, k.packed_metadata, None, None, None)
+    assert first[9:11] == (x2, y2) and first[11:] == (64, 128, 32, 3)
+    assert second[:3] == (5, 1, 1)
+
+
+def test_first_launch_on_a_device_is_cached_too(toy, monkeypatch):
+    """Before Triton's first launch on a device there is no binder: the normal path builds it,
+    and the kernel it returns is cached then, so the second launch is already a hit."""
+    caches = toy.device_caches.pop(0)
+    slow = toy.run
+
+    def first_run(*args, **kwargs):
+        toy.device_caches[0] = caches  # what JITFunction.run's create_binder does
+        return slow(*args, **kwargs)
+
+    monkeypatch.setattr(toy, "run", first_run)
+    x, y = _x(), _x()
+    _launch.launch(toy, (1,), x, y, 64, 128, BLOCK=32)
+    _launch.launch(toy, (1,), x, y, 64, 128, BLOCK=32)
+    assert len(toy.compiled) == 1 and _launch.launch_stats()["hits"] == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "dtype",  # *fp16 -> *bf16
+        "misaligned",  # data pointer not a multiple of 16 bytes
+        "int_is_one",  # n == 1 becomes a constant
+        "int_not_div16",  # stride 128 -> 100: loses the divisibility-by-16 attribute
+        "int_64bit",  # stride beyond int32
+        "constexpr",  # BLOCK
+        "default_constexpr",  # FLAG given explicitly with another value
+        "option",  # num_warps
+    ],
+)
+def test_every_specialization_gets_its_own_kernel(toy, change):
+    base = dict(x=_x(), y=_x(), n=64, stride=128, meta={"BLOCK": 32, "num_warps": 2})
+    _launch.launch(toy, (1,), base["x"], base["y"], base["n"], base["stride"], **base["meta"])
+    new = dict(base, meta=dict(base["meta"]))
+    if change == "dtype":
+        new["x"] = _x(dtype=torch.bfloat16)
+    elif change == "misaligned":
+        new["x"] = _x(offset=1)  # 2-byte offset
+        assert new["x"].data_ptr() % 16
+    elif change == "int_is_one":
+        new["n"] = 1
+    elif change == "int_not_div16":
+        new["stride"] = 100
+    elif change == "int_64bit":
+        new["stride"] = 2**33
+    elif change == "constexpr":
+        new["meta"]["BLOCK"] = 64
+    elif change == "default_constexpr":
+        new["meta"]["FLAG"] = 4
+    else:
+        new["meta"]["num_warps"] = 4
+    _launch.launch(toy, (1,), new["x"], new["y"], new["n"], new["stride"], **new["meta"])
+    assert len(toy.compiled) == 2, f"{change}: reused a kernel compiled for other arguments"
+    # and each one is then a hit for its own arguments
+    _launch.launch(toy, (1,), base["x"], base["y"], base["n"], base["stride"], **base["meta"])
+    _launch.launch(toy, (1,), new["x"], new["y"], new["n"], new["stride"], **new["meta"])
+    assert len(toy.compiled) == 2
+    assert len(toy.compiled[0].launches) == 2 and len(toy.compiled[1].launches) == 2
+
+
+def test_values_triton_does_not_specialize_on_share_a_kernel(toy):
+    x, y = _x(), _x()
+    # n never 1 nor a multiple of 16, stride always a multiple of 16: one specialization
+    for n, stride in ((65, 128), (17, 48), (33, 4096)):
+        _launch.launch(toy, (1,), x, y, n, stride, BLOCK=32)
+    assert len(toy.compiled) == 1
+    assert _launch.launch_stats()["hits"] == 2
+
+
+def test_callable_grid_gets_bound_arguments(toy):
+    seen = []
+
+    def grid(meta):
+        seen.append(dict(meta))
+        return (triton.cdiv(meta["n"], meta["BLOCK"]),)
+
+    for _ in range(2):
+        _launch.launch(toy, grid, _x(), _x(), 100, 128, BLOCK=32)
+    assert seen[-1]["BLOCK"] == 32 and seen[-1]["n"] == 100 and seen[-1]["FLAG"] == 3
+    assert toy.compiled[0].launches[-1][:3] == (4, 1, 1)
+
+
+def test_launch_hooks_are_honoured(toy):
+    x, y = _x(), _x()
+    _launch.launch(toy, (1,), x, y, 64, 128, BLOCK=32)
+    calls = []
+    hook = calls.append
+    toy.hooks.launch_enter_hook.add(hook)
+    try:
+        _launch.launch(toy, (1,), x, y, 64, 128, BLOCK=32)
+    finally:
+        toy.hooks.launch_enter_hook.remove(hook)
+    k = toy.compiled[0]
+    assert k.metadata_calls == 1
+    launch = k.launches[-1]
+    assert launch[6] == {"grid": (1,)} and launch[7] is toy.hooks.launch_enter_hook
+
+
+def test_normal_path_when_tracing_or_disabled(toy, monkeypatch):
+    calls = []
+
+    class _Wrapped:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            return lambda *a, **k: calls.append((self.kernel, grid))
+
+    monkeypatch.setattr(_launch, "wrap_triton", _Wrapped)
+    x, y = _x(), _x()
+    monkeypatch.setattr(_launch, "_wrap_enabled", lambda: True)  # tracing: the HOP must see it
+    _launch.launch(toy, (1,), x, y, 64, 128, BLOCK=32)
+    monkeypatch.setattr(_launch, "_wrap_enabled", lambda: False)
+    monkeypatch.setattr(_launch, "FAST", False)
+    _launch.launch(toy, (1,), x, y, 64, 128, BLOCK=32)
+    assert len(calls) == 2 and not toy.compiled
+    assert _launch.launch_stats()["slow"] == 2
+
+
+def test_autotuned_launch_uses_the_tuned_config(toy, monkeypatch):
+    configs = [triton.Config({"BLOCK": 16}, num_warps=1), triton.Config({"BLOCK": 64}, num_warps=4)]
+    tuner = triton.autotune(configs=configs, key=["n"])(toy)
+    slow = []
+
+    class _Wrapped:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            return lambda *a, **k: slow.append(a)
+
+    monkeypatch.setattr(_launch, "wrap_triton", _Wrapped)
+    x, y = _x(), _x()
+    _launch.launch(tuner, (1,), x, y, 64, 128)
+    assert len(slow) == 1 and _launch.launch_stats()["tuned_misses"] == 1  # untuned: Autotuner.run
+    # the autotuner's key: the key arguments' values, then every tensor argument's dtype
+    tuner.cache[(64, "torch.float16", "torch.float16")] = configs[1]
+    for _ in range(3):
+        _launch.launch(tuner, (1,), x, y, 64, 128)
+    assert len(slow) == 1 and len(toy.compiled) == 1
+    args = toy.compiled[0].launches[-1]
+    assert args[-2:] == (64, 3)  # BLOCK from the chosen config, FLAG's default
+    assert tuner.best_config is configs[1]
+    _launch.launch(tuner, (1,), x, y, 65, 128)  # another key: tuned again, never guessed
+    assert len(slow) == 2
+
+
+# ---------------------------------------------------------------------- the public functions
+
+
+def test_repeated_calls_build_no_plan(monkeypatch):
+    from warpgauge.kernels import int4, plans
+
+    built = []
+    real_row, real_int4 = plans.RowPlan.for_shape.__func__, int4.Int4Plan.for_shape.__func__
+    monkeypatch.setattr(
+        plans.RowPlan, "for_shape", classmethod(lambda c, *a: built.append(a) or real_row(c, *a))
+    )
+    monkeypatch.setattr(
+        int4.Int4Plan,
+        "for_shape",
+        classmethod(lambda c, *a: built.append(a) or real_int4(c, *a)),
+    )
+    _launch._plan_for.cache_clear()
+    int4._plan_for.cache_clear()
+    x = torch.randn(3, 40)
+    q = wg.quantize_int4(torch.randn(32, 128))
+    xq = torch.randn(2, 128, dtype=torch.bfloat16)
+    for _ in range(3):
+        wg.softmax(x)
+        wg.row_sum(x)
+        wg.add_rms_norm(x, x, x[0])
+        wg.int4_linear(xq, q)
+    assert len(built) == 2, built  # one row plan for (3, 40), one INT4 plan for (2, 32, 128)
+    wg.softmax(torch.randn(5, 40))
+    assert len(built) == 3  # a new shape gets its own plan
+
+
+def test_import_does_not_load_inductor_or_dynamo():
+    code = "import sys, warpgauge; print('torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), check=True
+    )
+    assert out.stdout.split() == ["False", "False"], out.stdout
+
+
+def test_import_costs_at_most_0_3_s_over_torch():
+    """CPU seconds of ``import warpgauge`` after ``import torch`` in a fresh process, median of
+    three (process time: less sensitive to other load on the machine than wall time)."""
+    code = (
+        "import time; import torch; t = time.process_time(); import warpgauge; "
+        "print(time.process_time() - t)"
+    )
+    runs = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), check=True
+            ).stdout
+        )
+        for _ in range(3)
+    ]
+    assert statistics.median(runs) <= 0.3, runs
+
+
+def _env():
+    """The environment of a GPU user: no interpreter (under it the kernels load at import)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    src = os.path.join(os.path.dirname(os.path.dirname(__file__)), "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    return env

@@ -1,0 +1,192 @@
+"""Replay of eager launcher calls (``kernels/_replay.py``), counted on the CPU.
+
+The launchers here are small stand-ins that do what the real ones do (allocate with
+``_launch.empty``, launch with ``_launch.launch``) around the real-binder toy kernel of
+``test_host_path``; the device check is opened to CPU tensors, everything else is the real code.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from warpgauge.kernels import _launch, _replay
+
+from .test_host_path import _STREAM, toy  # noqa: F401  (toy is a fixture)
+
+
+def _run(launcher, *args):
+    return launcher(*args)
+
+
+@pytest.fixture
+def replay(toy, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(_replay, "device_ok", lambda t: True)
+    monkeypatch.setattr(_replay, "ENABLED", True)
+    _replay.clear()
+    calls = []
+
+    def launcher(x, y, scale):
+        calls.append(scale)
+        out = _launch.empty(x.shape, x.dtype, x.device)
+        _launch.launch(toy, (x.shape[0], 1), x.view(x.shape), out, x.numel(), x.stride(0), BLOCK=32)
+        return out
+
+    yield toy, launcher, calls
+    _replay.clear()
+
+
+def _x(*shape, dtype=torch.float16):
+    return torch.randn(shape).to(dtype)
+
+
+def test_third_call_is_a_replay_with_new_pointers(replay):
+    kern, launcher, calls = replay
+    for _ in range(2):  # 1st: the kernel compiles (incomplete recording); 2nd: recorded
+        _replay.call(launcher, (_x(4, 16), _x(4, 16), 2.0), _run)
+    assert _replay.STATS["recorded"] == 1 and len(calls) == 2
+    x, y = _x(4, 16), _x(4, 16)
+    out = _replay.call(launcher, (x, y, 2.0), _run)
+    assert len(calls) == 2, "the launcher ran although a recording existed"
+    assert _replay.STATS["replays"] == 1
+    assert out.shape == x.shape and out.dtype == x.dtype
+    k = kern.compiled[0]
+    launch = k.launches[-1]
+    assert launch[:9] == (4, 1, 1, _STREAM, k.function, k.packed_metadata, None, None, None)
+    # pointers as integers: the new input's and the fresh output's own
+    assert launch[9:] == (x.data_ptr(), out.data_ptr(), 64, 16, 32, 3)
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["shape", "dtype", "stride", "misaligned", "scalar", "scalar_type"],
+)
+def test_another_signature_runs_the_launcher(replay, change):
+    _, launcher, calls = replay
+    for _ in range(2):
+        _replay.call(launcher, (_x(4, 16), _x(4, 16), 2.0), _run)
+    x, y, s = _x(4, 16), _x(4, 16), 2.0
+    if change == "shape":
+        x = _x(5, 16)
+    elif change == "dtype":
+        x = _x(4, 16, dtype=torch.bfloat16)
+    elif change == "stride":
+        x = _x(4, 20)[:, :16]
+    elif change == "misaligned":
+        x = _x(4 * 16 + 1)[1:].view(4, 16)
+    elif change == "scalar":
+        s = 3.0
+    else:
+        s = 2  # an int where a float was recorded
+    before = len(calls)
+    _replay.call(launcher, (x, y, s), _run)
+    assert len(calls) == before + 1, f"{change}: replayed a recording of other inputs"
+
+
+def test_a_signature_seen_once_is_not_recorded(replay, monkeypatch):
+    _, launcher, calls = replay
+    recorded = []
+    monkeypatch.setattr(_replay, "_record", lambda *a: recorded.append(a) or a[2](a[0], *a[1]))
+    for n in range(1, 6):  # five row counts, each seen once (a decode loop's growing shapes)
+        _replay.call(launcher, (_x(n, 16), _x(n, 16), 2.0), _run)
+    assert not recorded and len(calls) == 5
+    _replay.call(launcher, (_x(5, 16), _x(5, 16), 2.0), _run)
+    assert len(recorded) == 1
+
+
+def test_aliased_inputs_are_never_replayed(replay):
+    _, launcher, calls = replay
+    for _ in range(2):
+        _replay.call(launcher, (_x(4, 16), _x(4, 16), 2.0), _run)
+    x = _x(4, 16)
+    _replay.call(launcher, (x, x, 2.0), _run)  # same signature, but one buffer twice
+    assert len(calls) == 3 and _replay.STATS["refused"] == 1
+
+
+def test_hooks_refuse_a_replay(replay):
+    kern, launcher, calls = replay
+    for _ in range(2):
+        _replay.call(launcher, (_x(4, 16), _x(4, 16), 2.0), _run)
+    hook = lambda metadata: None  # noqa: E731
+    kern.hooks.launch_enter_hook.add(hook)
+    try:
+        _replay.call(launcher, (_x(4, 16), _x(4, 16), 2.0), _run)
+    finally:
+        kern.hooks.launch_enter_hook.remove(hook)
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("extra", ["zero_", "copy", "offset_view", "no_launch"])
+def test_launchers_doing_more_than_allocate_and_launch_are_never_replayed(toy, extra, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(_replay, "device_ok", lambda t: True)
+    _replay.clear()
+    calls = []
+
+    def launcher(x):
+        calls.append(1)
+        out = _launch.empty(x.shape, x.dtype, x.device)
+        src = x
+        if extra == "zero_":
+            out.zero_()
+        elif extra == "copy":
+            src = x.clone()
+        elif extra == "offset_view":
+            src = x[1:]
+        if extra != "no_launch":
+            _launch.launch(toy, (1,), src, out, x.numel(), 16, BLOCK=32)
+        return out
+
+    for _ in range(4):
+        _replay.call(launcher, (_x(4, 16),), _run)
+    assert len(calls) == 4 and _replay.STATS["replays"] == 0
+    assert _replay.STATS["never"] == 1
+    _replay.clear()
+
+
+def test_results_that_are_views_and_tuples_are_rebuilt(toy, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(_replay, "device_ok", lambda t: True)
+    _replay.clear()
+
+    def launcher(x):
+        y = _launch.empty((x.shape[0] * x.shape[1],), x.dtype, x.device)
+        h = _launch.empty(x.shape, x.dtype, x.device)
+        _launch.launch(toy, (1,), x, y, x.numel(), 16, BLOCK=32)
+        _launch.launch(toy, (2,), x, h, x.numel(), 16, BLOCK=32)
+        return y.view(x.shape), h, None
+
+    for _ in range(3):
+        y, h, none = _replay.call(launcher, (_x(4, 16),), _run)
+    assert _replay.STATS["replays"] == 1
+    assert y.shape == (4, 16) and y.stride() == (16, 1) and h.shape == (4, 16) and none is None
+    assert y.data_ptr() != h.data_ptr()
+    assert toy.compiled[0].launches[-1][10] == h.data_ptr()
+    assert toy.compiled[0].launches[-2][10] == y.data_ptr()
+    _replay.clear()
+
+
+def test_int4_weight_arguments_are_part_of_the_signature(toy, monkeypatch):  # noqa: F811
+    """An Int4Weight's tensors are inputs of the recording (their pointers are remapped) and its
+    group size is part of the signature."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(_replay, "device_ok", lambda t: True)
+    _replay.clear()
+    calls = []
+
+    def launcher(x, w):
+        calls.append(1)
+        out = _launch.empty(x.shape, x.dtype, x.device)
+        _launch.launch(toy, (1,), w.packed, out, w.group_size, 16, BLOCK=32)
+        return out
+
+    def weight(group_size=128):
+        return SimpleNamespace(packed=_x(8, 16), scales=_x(8, 1), group_size=group_size)
+
+    for _ in range(3):
+        w = weight()
+        _replay.call(launcher, (_x(4, 16), w), _run)
+    assert len(calls) == 2 and _replay.STATS["replays"] == 1
+    assert toy.compiled[0].launches[-1][9] == w.packed.data_ptr()
+    _replay.call(launcher, (_x(4, 16), weight(group_size=64)), _run)
+    assert len(calls) == 3
+    _replay.clear()
