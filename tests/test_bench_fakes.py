@@ -60,6 +60,10 @@ class FakeBackend:
         self.clock.advance(ms / 1000.0)
         self.log.append(("burst", ms))
 
+    def load(self, ms):
+        self.clock.advance(ms / 1000.0)
+        self.log.append(("load", ms))
+
     def capture(self, fn, calls):
         self.captures += 1
         self.log.append(("capture", calls))

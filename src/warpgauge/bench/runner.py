@@ -21,13 +21,14 @@ import re
 import signal
 import threading
 import traceback
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import gates, stats, timing
+from . import clocks, gates, stats, timing
 from .suite import Group, Suite, SuiteError
 
 ERROR_TAIL_LINES = 8
@@ -96,6 +97,7 @@ class Services:
     # Context held while graphs are captured and samples taken (real: torch.compile may not
     # recompile in there; a recompile raises and the provider is recorded as an error).
     sampling_guard: Callable[[], Any] = contextlib.nullcontext
+    clocks: Any = field(default_factory=clocks.NoClocks)  # NVML reader (clocks.NvmlClocks)
 
 
 def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
@@ -135,6 +137,7 @@ def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
         reset_compiler=reset_compiler,
         ui=ui or QuietUI(),
         sampling_guard=sampling_guard,
+        clocks=clocks.NvmlClocks(device_index),
     )
 
 
@@ -151,7 +154,8 @@ class PState:
     gate: gates.GateResult | None = None
     setup_s: float | None = None
     built: Any = None
-    est_us: float | None = None
+    est_us: float | None = None  # per call, back-to-back events (host-bound for short calls)
+    replay_us: float | None = None  # device time of one replay of a one-call graph
     graphs: dict = field(default_factory=dict)  # calls -> replay
     capture_error: str | None = None
     refs: tuple = ()
@@ -199,11 +203,12 @@ class Runner:
         self._op_stats: dict[str, dict] = {}
         self._critical = False
         self._pending: BaseException | None = None
-        self.tracker = timing.WarmupTracker(
+        self.tracker = clocks.ClockWarmup(
             services.clock,
-            services.backend.burst,
-            suite.sampling.burst_ms,
-            suite.sampling.burst_skip_ms,
+            services.backend.load,
+            services.clocks,
+            max_ms=suite.sampling.burst_ms,
+            skip_ms=suite.sampling.burst_skip_ms,
         )
 
     # -------------------------------------------------------------------------------- entry
@@ -354,7 +359,7 @@ class Runner:
         self.tracker.before_case()
         tel_before = sv.telemetry()
         result = sv.measure_ceilings(sv.backend, self.suite)
-        self.tracker.last_end = sv.clock.now()  # the ceilings keep the clocks up like a burst
+        self.tracker.touch()  # the ceilings keep the clocks up like a warm-up
         record = {
             "schema_version": 1,
             "kind": "ceilings",
@@ -575,30 +580,33 @@ class Runner:
         return st
 
     def _timed_for_lane(self, st: PState, lane: str) -> timing.Timed | None:
-        """Capture (or reuse) the provider's graph for this lane and plan its samples."""
+        """Capture (or reuse) the provider's graphs for this lane. The warm lane's calls per graph
+        come from the device time of a one-call graph's replay (``timing.calls_per_graph``)."""
         sv, s = self.sv, self.suite.sampling
         p, fn = st.provider, st.built.fn
-        calls = timing.calls_per_graph(st.est_us, lane, s)
         replay = None
+        calls = 1
         if not p.graph_safe:
             st.extra["capture"] = "not captured: this provider replays its own CUDA graphs"
-            calls = 1
-        elif calls in st.graphs:
-            replay = st.graphs[calls]
         elif st.capture_error is None:
             try:
-                replay = sv.backend.capture(fn, calls)
-                st.graphs[calls] = replay
-                if st.built.out_buffers and not self._replay_matches(st, replay):
-                    return None
+                one = st.graphs.get(1)
+                if one is None:
+                    one = st.graphs[1] = sv.backend.capture(fn, 1)
+                    if st.built.out_buffers and not self._replay_matches(st, one):
+                        return None
+                    st.replay_us = timing.estimate_us(sv.backend, one)
+                calls = timing.calls_per_graph(st.replay_us, lane, s)
+                replay = st.graphs.get(calls)
+                if replay is None:
+                    replay = st.graphs[calls] = sv.backend.capture(fn, calls)
             except timing.CaptureError as e:
                 st.capture_error = str(e)
                 st.extra["capture"] = f"capture failed, timed per call: {e}"
+                replay, calls = None, 1
                 self._check_device()
-        if replay is None:
-            calls = 1
-        n_dev, n_host = timing.plan_samples(st.est_us, lane, calls, self.flush_us, s)
-        return timing.Timed(p.name, fn, replay, calls, n_dev, n_host)
+        est = st.replay_us if replay is not None and st.replay_us else st.est_us
+        return timing.Timed(p.name, fn, replay, calls, est or 0.0)
 
     def _replay_matches(self, st: PState, replay) -> bool:
         """For a provider writing into our buffers: poison them, replay the graph once, gate."""
@@ -645,7 +653,11 @@ class Runner:
         else:  # nothing to time: no burst
             warmup = {"burst_ms": 0.0, "skipped": True, "last_burst_ended_ms_ago": None}
         tel_before = sv.telemetry()
-        orders = timing.sample_interleaved(sv.backend, timed, lane, self.suite.sampling.rounds)
+        rule = timing.StopRule.from_sampling(self.suite.sampling)
+        orders = timing.sample_rounds(
+            sv.backend, timed, lane, rule, seed=zlib.crc32(group.case_id(lane).encode()),
+            clock=sv.clock, reader=sv.clocks, flush_us=self.flush_us,
+        )  # fmt: skip
         tel_after = sv.telemetry()
         for t in timed:
             if t.error is not None:
@@ -698,11 +710,23 @@ class Runner:
         if status == "error" and not error:
             error = "no timing samples were taken"
         extra = dict(st.extra)
+        min_n = self.suite.sampling.min_samples
+        kept = t.kept(min_n) if t is not None else []
         if t is not None:
             extra.update({
                 "device_method": t.device_method,
                 "calls_per_replay": t.calls,
                 "est_us": st.est_us,
+                "replay_us": st.replay_us,
+                "noise": {
+                    "rse_median": t.noise, "target": getattr(self.suite.sampling, "max_rse", 0.01),
+                    "stopped": t.stopped, "n": len(t.device_samples), "spent_s": t.spent_s,
+                },
+                "throttled": {
+                    "n": t.n_throttled, "rule": "SM clock < 75% of max (NVML), batch bracketed",
+                    "kept_in_stats": len(kept) == len(t.device_samples) and t.n_throttled > 0,
+                },
+                "batches": t.batches,
             })  # fmt: skip
         return {
             "name": p.name,
@@ -713,7 +737,7 @@ class Runner:
             "error": None if status == "ok" else error,
             "gate": st.gate.record() if st.gate is not None and status != "absent" else None,
             "setup_s": st.setup_s,
-            "device_time": stats.summarize(t.device_samples) if ok else None,
+            "device_time": stats.summarize(kept) if ok else None,
             "host_time": (stats.summarize(t.host_samples) if ok and t.host_samples else None),
             "derived": dict.fromkeys(
                 ("tbps", "tflops", "speedup_vs_best_pytorch", "pct_copy_ceiling")
