@@ -28,7 +28,12 @@ class FakeEvent:
 
 
 class FakeBackend:
-    """Events read the fake clock; flush and burst advance it; capture returns a loop."""
+    """Events read the fake clock; flush and load advance it; capture returns a loop.
+
+    Two kinds of work model what a real device does behind the timing events' back: work put on
+    a *side stream* (``side(work)``) runs only when the whole device is synchronized (``sync``)
+    and is not part of a captured graph (a real graph captures only the capturing stream);
+    work *deferred* (``defer(work)``) also runs at ``sync``, graph or not."""
 
     def __init__(self, clock: FakeClock, flush_s: float = 5e-6):
         self.clock = clock
@@ -38,6 +43,8 @@ class FakeBackend:
         self.flush_s = flush_s
         self.log: list = []
         self.captures = 0
+        self.pending: list = []
+        self.replaying = False
 
     def events(self, n):
         return [FakeEvent() for _ in range(n)]
@@ -51,6 +58,16 @@ class FakeBackend:
 
     def sync(self):
         self.log.append("sync")
+        work, self.pending = self.pending, []
+        for w in work:
+            w()
+
+    def side(self, work):
+        if not self.replaying:  # a graph never holds a side stream's (uncaptured) work
+            self.pending.append(work)
+
+    def defer(self, work):
+        self.pending.append(work)
 
     def flush(self):
         self.clock.advance(self.flush_s)
@@ -65,21 +82,42 @@ class FakeBackend:
         self.log.append(("load", ms))
 
     def capture(self, fn, calls):
+        from warpgauge.bench.timing import Graph
+
         self.captures += 1
         self.log.append(("capture", calls))
         fn()  # warm-up call, as the CUDA backend does
+        out = None
+        for _ in range(calls):
+            out = fn()
+        self.sync()
+        graph = None
 
         def replay():
-            for _ in range(calls):
-                fn()
+            self.replaying = True
+            try:
+                last = None
+                for _ in range(calls):
+                    last = fn()
+            finally:
+                self.replaying = False
+            if last is not None:  # a real graph rewrites the same output memory
+                for o, n in zip(_tup(graph.outputs), _tup(last)):
+                    if o is not n and isinstance(o, torch.Tensor):
+                        o.copy_(n)
 
-        return replay
+        graph = Graph(replay, out, calls)
+        return graph
 
     def release(self):
         self.log.append("release")
 
     def healthy(self):
         return None
+
+
+def _tup(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
 def fake_provenance() -> dict:

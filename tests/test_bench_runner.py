@@ -130,11 +130,18 @@ def test_warmup_recorded_per_case(complete_run):
             assert w["burst_ms"] == pytest.approx(30.0) and w["ready"] is None
 
 
+def _calls_per_group(tmp_path) -> int:
+    clock, counter = FakeClock(), Counter()
+    run_bench(fake_suite(numels=(1024,)), fake_services(clock, fake_add_spec(clock, counter)),
+              ["x"], out_root=tmp_path / "count")  # fmt: skip
+    return sum(counter.calls.values())
+
+
 def test_interrupt_then_resume(tmp_path):
     clock, counter = FakeClock(), Counter()
     suite = fake_suite(numels=(1024, 2048, 4096))
-    # Ctrl-C arrives in the middle of the second group (a group makes ~200 fake calls)
-    spec = fake_add_spec(clock, counter, interrupt_after=300)
+    # Ctrl-C arrives in the middle of the second group
+    spec = fake_add_spec(clock, counter, interrupt_after=int(1.5 * _calls_per_group(tmp_path)))
     sv = fake_services(clock, spec)
     first = run_bench(suite, sv, ["warpgauge", "bench"], out_root=tmp_path)
     assert first.exit_code == 130 and first.status == "interrupted"
@@ -240,7 +247,8 @@ def test_sigterm_during_a_write_is_held_until_the_write_completes(tmp_path):
 def test_resume_repairs_a_kill_mid_write(tmp_path):
     clock, counter = FakeClock(), Counter()
     suite = fake_suite(numels=(1024, 2048))
-    sv = fake_services(clock, fake_add_spec(clock, counter, interrupt_after=300))
+    n = int(1.5 * _calls_per_group(tmp_path))
+    sv = fake_services(clock, fake_add_spec(clock, counter, interrupt_after=n))
     first = run_bench(suite, sv, ["x"], out_root=tmp_path)
     assert first.status == "interrupted" and first.missing and len(first.finished) >= 2
     # simulate a SIGKILL: one case file written but never listed, one temp file left behind

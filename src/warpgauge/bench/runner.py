@@ -15,152 +15,27 @@ ones, with the same suite and seeds, into the same directory.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import re
 import signal
 import threading
-import traceback
-import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
-from . import clocks, gates, stats, timing
+from . import clocks, timing
+from .errors import DeviceLost, Terminated, format_error
+from .measure import GroupMeasurer, PState
+from .services import QuietUI, Services, default_services
 from .suite import Group, Suite, SuiteError
 
-ERROR_TAIL_LINES = 8
-ERROR_MAX_CHARS = 2000
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (e.g. ``timeout``), handled like Ctrl-C."""
-
-
-class DeviceLost(RuntimeError):
-    """The device stopped working (a sticky CUDA error); the run cannot go on."""
-
-
-def format_error(e: BaseException) -> str:
-    """``Type: message`` plus the last lines of the traceback, bounded in length."""
-    head = f"{type(e).__name__}: {e}".strip()
-    tb = traceback.format_exception(type(e), e, e.__traceback__)
-    lines = [ln.rstrip() for chunk in tb[:-1] for ln in chunk.splitlines() if ln.strip()]
-    tail = "\n".join(lines[-ERROR_TAIL_LINES:])
-    text = head if not tail else f"{head}\n{tail}"
-    return (
-        text if len(text) <= ERROR_MAX_CHARS else text[: ERROR_MAX_CHARS - 20] + " ... [truncated]"
-    )
-
-
-# ------------------------------------------------------------------------------------ services
-
-
-class QuietUI:
-    """A UI that prints nothing (tests) but remembers what it was told."""
-
-    def __init__(self):
-        self.lines: list[str] = []
-        self.done: list[str] = []
-
-    def info(self, msg: str) -> None:
-        self.lines.append(msg)
-
-    def start(self, total: int, description: str) -> None:
-        self.lines.append(f"start {total} {description}")
-
-    def case_done(self, case_id: str, row: dict) -> None:
-        self.done.append(case_id)
-
-    def stop(self) -> None:
-        pass
-
-    def summary(self, rows: list[dict], copy_tbps: float | None) -> None:
-        self.lines.append(f"summary {len(rows)}")
-
-
-@dataclass
-class Services:
-    backend: timing.Backend
-    clock: timing.Clock
-    ops: dict  # op name -> providers.OpSpec
-    artifacts: Any  # warpgauge.artifacts (or a stand-in with the same functions)
-    provenance: Callable[[], dict]
-    telemetry: Callable[[], dict]
-    measure_ceilings: Callable[[timing.Backend, Suite], dict] | None = None
-    precompile: Callable[..., dict] | None = None
-    reset_compiler: Callable[[], None] = lambda: None
-    ui: Any = field(default_factory=QuietUI)
-    make_generator: Callable[[Any, int], Any] | None = None
-    # Context held while graphs are captured and samples taken (real: torch.compile may not
-    # recompile in there; a recompile raises and the provider is recorded as an error).
-    sampling_guard: Callable[[], Any] = contextlib.nullcontext
-    clocks: Any = field(default_factory=clocks.NoClocks)  # NVML reader (clocks.NvmlClocks)
-
-
-def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
-    """The real services: CUDA backend, NVML telemetry, the operator registry. Raises
-    RuntimeError without a CUDA device."""
-    import torch
-
-    from warpgauge import artifacts, environment
-
-    from . import ceilings, precompile, providers
-
-    if not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device is visible")
-
-    def reset_compiler():
-        torch._dynamo.reset()
-
-    def sampling_guard():
-        set_stance = getattr(torch.compiler, "set_stance", None)
-        return set_stance("fail_on_recompile") if set_stance else contextlib.nullcontext()
-
-    def measure(backend, s: Suite):
-        dtypes = sorted({g.dtype for g in s.groups})
-        return ceilings.measure_ceilings(
-            backend, dtypes, s.ceilings.copy_bytes, s.ceilings.mm_sizes
-        )
-
-    return Services(
-        backend=timing.CudaBackend(device_index),
-        clock=timing.MonotonicClock(),
-        ops=providers.registry(suite.compile.modes),
-        artifacts=artifacts,
-        provenance=lambda: environment.provenance(device_index=device_index),
-        telemetry=lambda: environment.telemetry_snapshot(device_index),
-        measure_ceilings=measure,
-        precompile=functools.partial(precompile.run_precompile, device_index=device_index),
-        reset_compiler=reset_compiler,
-        ui=ui or QuietUI(),
-        sampling_guard=sampling_guard,
-        clocks=clocks.NvmlClocks(device_index),
-    )
+__all__ = [
+    "DeviceLost", "GroupMeasurer", "PState", "QuietUI", "RunOutcome", "Runner", "Services",
+    "Terminated", "default_services", "format_error", "run_bench", "suite_for_resume",
+]  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------ state
-
-
-@dataclass
-class PState:
-    """One provider within one group (shared by the group's lanes)."""
-
-    provider: Any
-    status: str = "pending"
-    error: str | None = None
-    gate: gates.GateResult | None = None
-    setup_s: float | None = None
-    built: Any = None
-    est_us: float | None = None  # per call, back-to-back events (host-bound for short calls)
-    replay_us: float | None = None  # device time of one replay of a one-call graph
-    graphs: dict = field(default_factory=dict)  # calls -> replay
-    capture_error: str | None = None
-    refs: tuple = ()
-    relative: bool = False  # the op's gate mode (OpSpec.relative_check)
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -203,6 +78,7 @@ class Runner:
         self._op_stats: dict[str, dict] = {}
         self._critical = False
         self._pending: BaseException | None = None
+        self.ceilings: dict | None = None
         self.tracker = clocks.ClockWarmup(
             services.clock,
             services.backend.load,
@@ -238,6 +114,7 @@ class Runner:
                 self._ceilings(run)
                 phases["ceilings_s"] = clock.now() - t0
             self.copy_tbps = run["ceilings"].get("copy_tbps")
+            self.ceilings = run["ceilings"]
             self.flush_us = timing.measure_flush_us(sv.backend) if todo else 0.0
             groups = self._groups_todo(todo)
             if groups and sv.precompile is not None and self.suite.compile.precompile_workers > 0:
@@ -432,318 +309,42 @@ class Runner:
     def _run_group(self, group: Group, lanes: list[str], deadline: float) -> int:
         """Measure ``lanes`` of ``group``; returns how many lane cases were written."""
         sv = self.sv
-        spec = sv.ops[group.op]
         t0 = sv.clock.now()
-        ctx = self._context(group)
-        states: list[PState] = []
-        inputs: dict = {}
-        refs: dict = {}
-        group_error = None
-        work = (0, 0, "unavailable")
+        gm = GroupMeasurer(self, group)
         written = 0
         try:
-            try:
-                work = spec.work(ctx)
-            except Exception as e:
-                work = (0, 0, f"work model failed: {type(e).__name__}: {e}")
-            try:
-                inputs = spec.make_inputs(ctx, self._generator(ctx, group))
-            except Exception as e:
-                group_error = f"making the inputs failed: {format_error(e)}"
-                self._check_device()
-            states = [
-                self._prepare(p, spec, ctx, inputs, refs, group, group_error)
-                for p in spec.providers
-            ]
-            for st in states:  # say what went wrong now, not only in the artifact
+            gm.setup()
+            for st in gm.states:  # say what went wrong now, not only in the artifact
                 if st.status in ("error", "failed_gate"):
                     head = (st.error or "").splitlines()[0][:240]
                     sv.ui.info(f"  {group.key} {st.provider.name}: {st.status}: {head}")
             stats_op = self._op_stats.setdefault(group.op, {"start": t0, "cases": 0, "setup": {}})
-            for st in states:
+            for st in gm.states:
                 if st.setup_s:
                     fam = st.provider.family
                     stats_op["setup"][fam] = stats_op["setup"].get(fam, 0.0) + st.setup_s
             for lane in lanes:
                 if sv.clock.now() >= deadline:
                     break
-                record = self._measure_lane(group, lane, states, work, t0)
+                record = gm.measure_lane(lane, t0)
                 with self._critical_section():
                     sv.artifacts.write_case(self.run_dir, record)
                 written += 1
-                row = summary_row(record, self.copy_tbps)
-                self.summary_rows.append(row)
-                sv.ui.case_done(record["case_id"], row)
+                self._note_case(record)
         finally:
-            compiled = any(s.provider.family == "compile" and s.status != "absent" for s in states)
-            for s in states:
-                s.built, s.graphs = None, {}
-            states.clear()
-            inputs.clear()
-            refs.clear()
-            if compiled:
-                sv.reset_compiler()
-            with contextlib.suppress(Exception):
-                sv.backend.release()
+            gm.close()
             gc.collect()
         return written
 
-    def _context(self, group: Group):
-        from .providers import context_for
-
-        return context_for(
-            group.op,
-            group.dtype,
-            group.shape,
-            self.suite.settings_for(group.op),
-            self.sv.backend.device,
-        )
-
-    def _generator(self, ctx, group: Group):
-        seed = group.seed(self.suite.seed)
-        if self.sv.make_generator is not None:
-            return self.sv.make_generator(ctx.device, seed)
-        import torch
-
-        return torch.Generator(device=ctx.device).manual_seed(seed)
-
-    def _check_device(self) -> None:
-        problem = self.sv.backend.healthy()
-        if problem:
-            raise DeviceLost(problem)
-
-    def _prepare(self, p, spec, ctx, inputs, refs, group: Group, group_error) -> PState:
-        """Availability, build, gate, warm-up, estimate. Never raises for a provider's fault."""
-        sv, clock = self.sv, self.sv.clock
-        st = PState(p)
-        st.extra["reference"] = p.reference
-        if p.description:
-            st.extra["description"] = p.description
-        pre = self.precompiled.get((group.key, p.name))
-        if pre:
-            st.extra["precompile"] = pre
-        try:
-            reason = p.available(ctx)
-        except Exception as e:
-            reason = f"availability check failed: {type(e).__name__}: {e}"
-        if reason:
-            st.status, st.error = "absent", reason
-            return st
-        if group_error:
-            st.status, st.error = "error", group_error
-            return st
-        try:
-            if p.reference not in refs:
-                refs[p.reference] = tuple(spec.references[p.reference](inputs, ctx))
-        except Exception as e:
-            st.status, st.error = "error", f"computing the FP64 reference failed: {format_error(e)}"
-            self._check_device()
-            return st
-        t0 = clock.now()
-        try:
-            built = p.build(inputs, ctx)
-            build_s = clock.now() - t0
-            gate, call_s = gates.run_gate(
-                built.fn,
-                refs[p.reference],
-                device=ctx.device,
-                out_buffers=built.out_buffers,
-                out_specs=spec.out_specs(ctx),
-                sync=sv.backend.sync,
-                clock=clock.now,
-                relative=spec.relative_check,
-            )
-            st.gate = gate
-            st.refs = refs[p.reference]
-            st.relative = spec.relative_check
-            st.extra.update(built.notes)
-            st.extra["first_call_s"] = call_s
-            if not gate.ok:
-                st.status, st.error = (
-                    "failed_gate",
-                    f"output does not match the reference: {gate.detail}",
-                )
-                st.setup_s = build_s + call_s
-                return st
-            t1 = clock.now()
-            for _ in range(self.suite.sampling.warmup_calls):
-                built.fn()
-            sv.backend.sync()
-            st.setup_s = build_s + call_s + (clock.now() - t1)
-            st.est_us = timing.estimate_us(sv.backend, built.fn)
-            st.built = built
-            st.status = "ok"
-        except Exception as e:
-            st.status, st.error = "error", format_error(e)
-            st.built = None
-            self._check_device()
-        return st
-
-    def _timed_for_lane(self, st: PState, lane: str) -> timing.Timed | None:
-        """Capture (or reuse) the provider's graphs for this lane. The warm lane's calls per graph
-        come from the device time of a one-call graph's replay (``timing.calls_per_graph``)."""
-        sv, s = self.sv, self.suite.sampling
-        p, fn = st.provider, st.built.fn
-        replay = None
-        calls = 1
-        if not p.graph_safe:
-            st.extra["capture"] = "not captured: this provider replays its own CUDA graphs"
-        elif st.capture_error is None:
-            try:
-                one = st.graphs.get(1)
-                if one is None:
-                    one = st.graphs[1] = sv.backend.capture(fn, 1)
-                    if st.built.out_buffers and not self._replay_matches(st, one):
-                        return None
-                    st.replay_us = timing.estimate_us(sv.backend, one)
-                calls = timing.calls_per_graph(st.replay_us, lane, s)
-                replay = st.graphs.get(calls)
-                if replay is None:
-                    replay = st.graphs[calls] = sv.backend.capture(fn, calls)
-            except timing.CaptureError as e:
-                st.capture_error = str(e)
-                st.extra["capture"] = f"capture failed, timed per call: {e}"
-                replay, calls = None, 1
-                self._check_device()
-        est = st.replay_us if replay is not None and st.replay_us else st.est_us
-        return timing.Timed(p.name, fn, replay, calls, est or 0.0)
-
-    def _replay_matches(self, st: PState, replay) -> bool:
-        """For a provider writing into our buffers: poison them, replay the graph once, gate."""
-        bufs = st.built.out_buffers
-        gates.poison(bufs)
-        replay()
-        self.sv.backend.sync()
-        result = gates.compare_outputs(bufs if len(bufs) > 1 else bufs[0], st.refs, st.relative)
-        if not result.ok:
-            st.status = "failed_gate"
-            st.gate = result
-            st.error = f"CUDA-graph replay wrote a wrong result: {result.detail}"
-            st.built = None
-            return False
-        return True
-
-    def _measure_lane(self, group: Group, lane: str, states: list[PState], work, t0: float) -> dict:
-        sv = self.sv
-        with sv.sampling_guard():
-            return self._measure_lane_guarded(group, lane, states, work, t0)
-
-    def _measure_lane_guarded(self, group, lane, states, work, t0) -> dict:
-        sv = self.sv
-        timed: list[timing.Timed] = []
-        by_name: dict[str, PState] = {}
-        for st in states:
-            if st.status != "ok" or st.built is None:
-                continue
-            try:
-                t = self._timed_for_lane(st, lane)
-            except Exception as e:
-                st.status, st.error, st.built = (
-                    "error",
-                    f"preparing the timed call: {format_error(e)}",
-                    None,
-                )
-                self._check_device()
-                continue
-            if t is not None:
-                timed.append(t)
-                by_name[t.name] = st
-        if timed:
-            warmup = self.tracker.before_case()
-        else:  # nothing to time: no burst
-            warmup = {"burst_ms": 0.0, "skipped": True, "last_burst_ended_ms_ago": None}
-        tel_before = sv.telemetry()
-        rule = timing.StopRule.from_sampling(self.suite.sampling)
-        orders = timing.sample_rounds(
-            sv.backend, timed, lane, rule, seed=zlib.crc32(group.case_id(lane).encode()),
-            clock=sv.clock, reader=sv.clocks, flush_us=self.flush_us,
-        )  # fmt: skip
-        tel_after = sv.telemetry()
-        for t in timed:
-            if t.error is not None:
-                by_name[t.name].status = "error"
-                by_name[t.name].error = t.error
-                by_name[t.name].built = None
-                self._check_device()
-        providers = [self._provider_record(st, next((t for t in timed if t.name == st.provider.name), None))
-                     for st in states]  # fmt: skip
-        case = {
-            "schema_version": 1,
-            "kind": "case",
-            "run_id": self.run_id,
-            "case_id": group.case_id(lane),
-            "op": group.op,
-            "dtype": group.dtype,
-            "shape": group.shape,
-            "shape_label": group.shape_label,
-            "lane": lane,
-            "work": {"bytes": int(work[0]), "flops": int(work[1])},
-            "warmup": warmup,
-            "order": [t.name for t in timed],
-            "telemetry": {"before": tel_before, "after": tel_after},
-            "created_at": sv.artifacts.utc_now(),
-            "providers": providers,
-            "extra": {
-                "work_model": work[2],
-                "rounds": orders,
-                "lane_policy": (
-                    f"cold: L2 flushed ({sv.backend.flush_bytes} bytes written) before every timed "
-                    "interval, outside it"
-                    if lane == "cold"
-                    else "warm: no flush; cache diagnostic only (inputs may stay in L2)"
-                ),
-                "flush_us": self.flush_us,
-                "seed": group.seed(self.suite.seed),
-                "group_elapsed_s": sv.clock.now() - t0,
-            },
-        }
-        sv.artifacts.fill_derived(case, self.copy_tbps)
-        return case
-
-    def _provider_record(self, st: PState, t: timing.Timed | None) -> dict:
-        p = st.provider
-        ok = st.status == "ok" and t is not None and t.error is None and bool(t.device_samples)
-        error = st.error
-        if ok and sorted(t.device_samples)[len(t.device_samples) // 2] <= 0.0:
-            ok, error = False, "device time below the event timer's resolution (median 0 us)"
-        status = "ok" if ok else ("error" if st.status == "ok" else st.status)
-        if status == "error" and not error:
-            error = "no timing samples were taken"
-        extra = dict(st.extra)
-        min_n = self.suite.sampling.min_samples
-        kept = t.kept(min_n) if t is not None else []
-        if t is not None:
-            extra.update({
-                "device_method": t.device_method,
-                "calls_per_replay": t.calls,
-                "est_us": st.est_us,
-                "replay_us": st.replay_us,
-                "noise": {
-                    "rse_median": t.noise, "target": getattr(self.suite.sampling, "max_rse", 0.01),
-                    "stopped": t.stopped, "n": len(t.device_samples), "spent_s": t.spent_s,
-                },
-                "throttled": {
-                    "n": t.n_throttled, "rule": "SM clock < 75% of max (NVML), batch bracketed",
-                    "kept_in_stats": len(kept) == len(t.device_samples) and t.n_throttled > 0,
-                },
-                "batches": t.batches,
-            })  # fmt: skip
-        return {
-            "name": p.name,
-            "label": p.label,
-            "family": p.family,
-            "baseline": bool(p.baseline),
-            "status": status,
-            "error": None if status == "ok" else error,
-            "gate": st.gate.record() if st.gate is not None and status != "absent" else None,
-            "setup_s": st.setup_s,
-            "device_time": stats.summarize(kept) if ok else None,
-            "host_time": (stats.summarize(t.host_samples) if ok and t.host_samples else None),
-            "derived": dict.fromkeys(
-                ("tbps", "tflops", "speedup_vs_best_pytorch", "pct_copy_ceiling")
-            ),
-            "extra": extra,
-        }
+    def _note_case(self, record: dict) -> None:
+        """Remember what the exit code and the summary need; print one line."""
+        row = summary_row(record, self.copy_tbps)
+        self.summary_rows.append(row)
+        for p in record["providers"]:
+            if p["family"] == "warpgauge" and p["status"] == "failed_gate":
+                head = (p["error"] or "").splitlines()[0][:200]
+                self.sv.ui.info(f"  {record['case_id']}: warpgauge failed its gate: {head}")
+        self.sv.ui.case_done(record["case_id"], row)
 
     # -------------------------------------------------------------------------------- closing
 
@@ -762,6 +363,9 @@ class Runner:
                 "command": self.argv, "elapsed_s": elapsed, "phases": phases,
                 "stopped_because": reason,
             })  # fmt: skip
+            own, above = self._flags_of_run()
+            extra["warpgauge_failed_gate"] = own
+            extra["above_ceiling"] = above
             if reason:
                 fresh["notes"] = f"interrupted: {reason.splitlines()[0]}"
             else:
@@ -780,6 +384,11 @@ class Runner:
         sv.ui.info(
             f"{len(finished)} of {len(final['expected_cases'])} case(s) finished in {elapsed:.1f} s; run directory {self.run_dir}"
         )
+        if above:
+            sv.ui.info(f"rate above the run's ceiling (flagged in the case files): {_head(above)}")
+        if own:
+            sv.ui.info(f"warpgauge FAILED ITS OWN GATE in {len(own)} case(s): {_head(own)}")
+            code = EXIT_OWN_GATE
         if final["status"] != "complete":
             sv.ui.info(f"run {self.run_id} is INTERRUPTED: {reason or 'cases are missing'}")
             sv.ui.info(f"finished: {_head(finished)}")
@@ -791,6 +400,21 @@ class Runner:
                 else (3 if reason and reason.startswith("time budget") else 1)
             )
         return RunOutcome(code, self.run_dir, final["status"], finished, missing, reason)
+
+    def _flags_of_run(self) -> tuple[list[str], list[str]]:
+        """Every case on disk (all sessions): warpgauge providers that failed their gate, and
+        providers flagged above the run's ceiling."""
+        own, above = [], []
+        for case in self.sv.artifacts.load_run(self.run_dir).cases:
+            if not isinstance(case, dict):
+                continue
+            for p in case.get("providers", []):
+                tag = f"{case.get('case_id')} {p.get('name')}"
+                if p.get("family") == "warpgauge" and p.get("status") == "failed_gate":
+                    own.append(tag)
+                if (p.get("extra") or {}).get("above_ceiling"):
+                    above.append(tag)
+        return own, above
 
     # -------------------------------------------------------------------------------- signals
 
@@ -829,6 +453,9 @@ class Runner:
             if self._pending is not None:
                 exc, self._pending = self._pending, None
                 raise exc
+
+
+EXIT_OWN_GATE = 4  # the run finished, but a warpgauge provider failed its gate somewhere
 
 
 def _head(ids: list[str], n: int = 12) -> str:

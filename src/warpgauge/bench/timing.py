@@ -22,6 +22,7 @@ inside it. Warm lane: no flush; one untimed replay/call primes the cache before 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import random
 import time
@@ -29,7 +30,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .device import CaptureError, CudaBackend, Graph
 from .suite import Sampling
+
+__all__ = [
+    "CaptureError",
+    "CudaBackend",
+    "Graph",
+]  # re-exported: the device side lives in device.py
 
 
 class Clock(Protocol):
@@ -55,141 +63,9 @@ class Backend(Protocol):
     def sync(self) -> None: ...
     def flush(self) -> None: ...
     def burst(self, ms: float) -> None: ...
-    def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]: ...
+    def capture(self, fn: Callable[[], Any], calls: int) -> Graph: ...
     def release(self) -> None: ...
     def healthy(self) -> str | None: ...
-
-
-class CaptureError(RuntimeError):
-    """A closure could not be captured into a CUDA graph (it is timed per call instead)."""
-
-
-# ------------------------------------------------------------------------------------ CUDA
-
-
-class CudaBackend:
-    """Events, L2 flush, clock burst and graph capture on one CUDA device."""
-
-    FLUSH_L2_MULTIPLE = 4
-    MIN_FLUSH_BYTES = 64 << 20
-
-    def __init__(self, device_index: int = 0):
-        import torch
-
-        self._torch = torch
-        self.device = torch.device("cuda", device_index)
-        torch.cuda.set_device(self.device)
-        props = torch.cuda.get_device_properties(self.device)
-        self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0)
-        want = max(self.FLUSH_L2_MULTIPLE * self.l2_bytes, self.MIN_FLUSH_BYTES)
-        self.flush_bytes = (want + (1 << 20) - 1) // (1 << 20) * (1 << 20)
-        self._flush_buf = torch.empty(self.flush_bytes, dtype=torch.uint8, device=self.device)
-        self._burst_mats = None
-        self._burst_mm_s = None
-        self._fill_us = None
-        self._graphs: list = []
-
-    # events
-    def events(self, n: int) -> list:
-        return [self._torch.cuda.Event(enable_timing=True) for _ in range(n)]
-
-    def record(self, event) -> None:
-        event.record()
-
-    def elapsed_us(self, start, end) -> float:
-        return start.elapsed_time(end) * 1000.0
-
-    def sync(self) -> None:
-        self._torch.cuda.synchronize(self.device)
-
-    def flush(self) -> None:
-        """Enqueue a write of ``flush_bytes`` (>= 4x L2): evicts whatever the last call left in L2."""
-        self._flush_buf.fill_(0x5A)
-
-    def burst(self, ms: float) -> None:
-        """Keep the GPU busy with BF16 matmuls for about ``ms`` milliseconds (clock warm-up)."""
-        torch = self._torch
-        if ms <= 0:
-            return
-        if self._burst_mats is None:
-            g = torch.Generator(device=self.device).manual_seed(0)
-            a = torch.randn(4096, 4096, device=self.device, dtype=torch.bfloat16, generator=g)
-            self._burst_mats = (a, a.T.contiguous())
-        a, b = self._burst_mats
-        if self._burst_mm_s is None:
-            torch.mm(a, b)
-            self.sync()
-            e0, e1 = self.events(2)
-            e0.record()
-            for _ in range(10):
-                torch.mm(a, b)
-            e1.record()
-            self.sync()
-            self._burst_mm_s = max(e0.elapsed_time(e1) / 10 / 1000.0, 1e-6)
-        deadline = time.perf_counter() + ms / 1000.0
-        chunk = max(1, min(200, int(0.02 / self._burst_mm_s)))  # ~20 ms of work per chunk
-        while time.perf_counter() < deadline:
-            for _ in range(chunk):
-                torch.mm(a, b)
-            self.sync()
-
-    def load(self, ms: float) -> None:
-        """A memory-bound load of about ``ms`` milliseconds (rewrites the flush buffer), then
-        waits for it: brings idle clocks up without drawing the GPU to its power cap."""
-        if ms <= 0:
-            return
-        if self._fill_us is None:
-            self.flush()
-            self.sync()
-            e0, e1 = self.events(2)
-            e0.record()
-            for _ in range(5):
-                self.flush()
-            e1.record()
-            self.sync()
-            self._fill_us = max(e0.elapsed_time(e1) * 1000.0 / 5, 1.0)
-        for _ in range(max(1, int(ms * 1000.0 / self._fill_us))):
-            self.flush()
-        self.sync()
-
-    def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
-        torch = self._torch
-        try:
-            side = torch.cuda.Stream(device=self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                fn()  # the documented warm-up on a side stream before capture
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            self.sync()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                for _ in range(calls):
-                    fn()
-            self.sync()
-        except Exception as e:
-            with contextlib.suppress(Exception):
-                self.sync()
-            raise CaptureError(f"{type(e).__name__}: {e}") from e
-        self._graphs.append(graph)
-        return graph.replay
-
-    def release(self) -> None:
-        """Drop the graphs captured so far and return cached memory to the device."""
-        self._graphs.clear()
-        self.sync()
-        self._torch.cuda.empty_cache()
-
-    def healthy(self) -> str | None:
-        """None if the device still works, else why not (a sticky CUDA error kills the context)."""
-        torch = self._torch
-        try:
-            self.sync()
-            t = torch.ones(16, device=self.device)
-            if float((t + t).sum()) != 32.0:
-                return "a trivial kernel returned a wrong result"
-        except Exception as e:
-            return f"{type(e).__name__}: {e}"
-        return None
 
 
 # ------------------------------------------------------------------------------------ order
@@ -281,7 +157,7 @@ class Timed:
 
     name: str
     fn: Callable[[], Any]  # the provider's closure (host+device samples)
-    replay: Callable[[], None] | None  # CUDA-graph replay of ``calls`` calls, or None
+    replay: Graph | Callable[[], None] | None  # replay of a graph of ``calls`` calls, or None
     calls: int  # calls per replay (1 without a graph)
     est_us: float  # device time of one call, for sizing batches
     device_samples: list[float] = field(default_factory=list)
@@ -289,6 +165,7 @@ class Timed:
     host_samples: list[float] = field(default_factory=list)
     batches: list[dict] = field(default_factory=list)
     error: str | None = None
+    exception: BaseException | None = None
     spent_s: float = 0.0
     stopped: str | None = None  # why sampling stopped: noise, max_samples, time_cap, max_rounds
     noise: float | None = None  # relative standard error of the device median at the end
@@ -375,6 +252,9 @@ class StopRule:
             host_samples=s.max_host_samples if s.host_share > 0 else 0,
         )
 
+    def record(self) -> dict:
+        return dataclasses.asdict(self)
+
     def batch_size(self, t: Timed, per_sample_us: float) -> int:
         """Samples in this provider's next batch: about ``batch_s`` of device time, at least
         enough to reach ``min_samples`` in ``min_rounds`` rounds, at most a ``min_rounds``-th of
@@ -399,6 +279,7 @@ def sample_rounds(
     flush_us: float = 0.0,
     after_batch: Callable[[Timed], None] | None = None,
     on_error: Callable[[Timed, BaseException], None] | None = None,
+    guard: Callable[[Timed], Any] | None = None,
 ) -> list[dict]:
     """Sample every provider in ``timed`` in rounds until each meets ``rule``.
 
@@ -408,9 +289,10 @@ def sample_rounds(
     timed interval; a batch bracketed by a reading below 75 % of the max SM clock has its
     samples flagged throttled, and throttled samples do not count toward the stopping rule, so
     a throttled batch is re-measured in a later round. ``after_batch`` runs after each batch
-    (the runner checks that the inputs are unchanged); a provider that raises there or while
-    sampling stops being sampled (its ``error`` is set). Returns one record per round:
-    ``{order, clock}`` (the reading before the round)."""
+    (the runner checks that the inputs are unchanged); ``guard(t)`` is a context held around
+    each batch (the runner's per-provider time limit). A provider that raises in either, or
+    while sampling, stops being sampled (its ``error`` and ``exception`` are set). Returns one
+    record per round: ``{order, clock}`` (the reading before the round)."""
     from . import clocks as clk
     from .stats import median_rse
 
@@ -438,8 +320,9 @@ def sample_rounds(
             kh = max(0, min(host_per_round, rule.host_samples - len(t.host_samples)))
             t0 = clock.now()
             try:
-                dev = device_batch(backend, t, k, cold)
-                host = host_batch(backend, t, kh, cold)
+                with guard(t) if guard is not None else contextlib.nullcontext():
+                    dev = device_batch(backend, t, k, cold)
+                    host = host_batch(backend, t, kh, cold)
                 after = read()
                 flag_a, flag_b = clk.throttled(last), clk.throttled(after)
                 flag = None if flag_a is None and flag_b is None else bool(flag_a or flag_b)
@@ -455,6 +338,7 @@ def sample_rounds(
                     after_batch(t)
             except Exception as e:  # a provider failing mid-sampling loses its samples, not the run
                 t.error = f"while sampling: {type(e).__name__}: {e}"
+                t.exception = e
                 t.device_samples, t.host_samples, t.device_flags = [], [], []
                 if on_error is not None:
                     on_error(t, e)
@@ -489,6 +373,24 @@ def estimate_us(backend: Backend, fn: Callable[[], Any], calls: int = 3) -> floa
         backend.record(ev[2 * i + 1])
     backend.sync()
     xs = sorted(backend.elapsed_us(ev[2 * i], ev[2 * i + 1]) for i in range(calls))
+    return xs[len(xs) // 2]
+
+
+def replay_device_us(backend: Backend, graph: Callable[[], None], n: int = 5) -> float:
+    """Device time of one replay of ``graph`` (median of ``n``), with the host kept ahead of the
+    device: two L2 flushes are enqueued first, so the replays are already queued when the device
+    reaches the first start event and the intervals hold no host launch time. (Timing replays
+    back to back on an idle device would measure the host's launch path for short graphs.)"""
+    backend.sync()
+    backend.flush()
+    backend.flush()
+    ev = backend.events(2 * n)
+    for i in range(n):
+        backend.record(ev[2 * i])
+        graph()
+        backend.record(ev[2 * i + 1])
+    backend.sync()
+    xs = sorted(backend.elapsed_us(ev[2 * i], ev[2 * i + 1]) for i in range(n))
     return xs[len(xs) // 2]
 
 
