@@ -292,3 +292,125 @@ def fake_services(clock: FakeClock, spec: OpSpec, backend: FakeBackend | None = 
         ui=QuietUI(),
         make_generator=lambda device, seed: torch.Generator().manual_seed(seed),
     )
+
+
+# ------------------------------------------------------------------------------------ dishonest
+
+
+def dishonest_providers(clock: FakeClock, backend: FakeBackend) -> tuple:
+    """Providers that pass the first-call gate and then cheat, one way each. Each must end up
+    ``failed_gate``; the honest providers of the same case must stay ok."""
+
+    def cached(inp, ctx):  # computes once, then hands back the same tensor without working
+        x, y = inp["x"], inp["y"]
+        memo = {}
+
+        def fn():
+            if "out" not in memo:
+                clock.advance(10e-6)
+                memo["out"] = x + y
+            clock.advance(0.1e-6)
+            return memo["out"]
+
+        return Built(fn)
+
+    def skips_repeats(inp, ctx):  # writes the harness buffer on the first call only
+        x, y = inp["x"], inp["y"]
+        out = torch.empty_like(x)
+        n = {"calls": 0}
+
+        def fn():
+            n["calls"] += 1
+            if n["calls"] == 1:
+                clock.advance(10e-6)
+                torch.add(x, y, out=out)
+            else:
+                clock.advance(0.1e-6)
+            return out
+
+        return Built(fn, out_buffers=(out,))
+
+    def side_stream(inp, ctx):  # launches its work on a side stream the events never see
+        x, y = inp["x"], inp["y"]
+        buf = torch.empty_like(x)
+
+        def work():
+            clock.advance(30e-6)
+            torch.add(x, y, out=buf)
+
+        def fn():
+            clock.advance(1e-6)  # the launch
+            backend.side(work)
+            return buf
+
+        return Built(fn)
+
+    def lazy(inp, ctx):  # defers its work until somebody synchronizes
+        x, y = inp["x"], inp["y"]
+        buf = torch.empty_like(x)
+
+        def work():
+            clock.advance(30e-6)
+            torch.add(x, y, out=buf)
+
+        def fn():
+            clock.advance(1e-6)
+            backend.defer(work)
+            return buf
+
+        return Built(fn)
+
+    def modifies_inputs(inp, ctx):  # correct result, but writes into an input after warm-up
+        x, y = inp["x"], inp["y"]
+        n = {"calls": 0}
+
+        def fn():
+            n["calls"] += 1
+            clock.advance(10e-6)
+            out = x + y
+            if n["calls"] > 6:
+                y.mul_(1.5)
+            return out
+
+        return Built(fn)
+
+    return (
+        Provider("cheat_cached", "returns a cached output", "peer", cached),
+        Provider("cheat_skips", "skips work on repeat calls", "peer", skips_repeats),
+        Provider("cheat_side_stream", "launches on a side stream", "peer", side_stream),
+        Provider("cheat_lazy", "defers its work", "peer", lazy),
+        Provider("cheat_modifies", "modifies its inputs", "peer", modifies_inputs),
+        Provider("cheat_lazy_events", "defers its work (not captured)", "peer", lazy,
+                 graph_safe=False),
+        Provider("cheat_side_events", "side stream (not captured)", "peer", side_stream,
+                 graph_safe=False),
+    )  # fmt: skip
+
+
+def faulty_providers(clock: FakeClock) -> tuple:
+    """A provider that runs out of GPU memory, and one that hangs on its third call."""
+    import time as _time
+
+    def oom(inp, ctx):
+        def fn():
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
+        return Built(fn)
+
+    def hangs(inp, ctx):
+        x, y = inp["x"], inp["y"]
+        n = {"calls": 0}
+
+        def fn():
+            n["calls"] += 1
+            if n["calls"] >= 3:
+                _time.sleep(30)  # interrupted by the per-provider time limit
+            clock.advance(5e-6)
+            return x + y
+
+        return Built(fn)
+
+    return (
+        Provider("oom", "runs out of GPU memory", "peer", oom),
+        Provider("hangs", "hangs", "peer", hangs),
+    )

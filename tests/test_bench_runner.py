@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from warpgauge import artifacts
 from warpgauge.bench.runner import Runner, run_bench
@@ -264,3 +265,45 @@ def test_resume_repairs_a_kill_mid_write(tmp_path):
     assert sv2.ui.done == first.missing  # the unlisted case was kept, not measured again
     assert any("listed" in line for line in sv2.ui.lines)
     assert any("temp file" in line for line in sv2.ui.lines)
+
+
+def test_warm_graph_size_comes_from_device_time(tmp_path):
+    """Finding 1: an eager, back-to-back estimate measures the host for short kernels (46.8 us
+    against 2.43 us of device time for add at 257 elements), so graphs got too few calls. Two
+    providers with the same device time and different host costs now get the same calls."""
+    import dataclasses
+
+    from warpgauge.bench.providers import Built, Provider
+
+    clock, counter = FakeClock(), Counter()
+    backend = FakeBackend(clock)
+
+    def short(host_us, device_us):
+        def build(inp, ctx):
+            x, y = inp["x"], inp["y"]
+            out = torch.empty_like(x)
+
+            def fn():
+                clock.advance((device_us if backend.replaying else host_us) * 1e-6)
+                return torch.add(x, y, out=out)
+
+            return Built(fn, out_buffers=(out,))
+
+        return build
+
+    spec = fake_add_spec(clock, counter)
+    spec = dataclasses.replace(spec, providers=(
+        Provider("warpgauge", "host-bound eager", "warpgauge", short(46.8, 2.43)),
+        Provider("torch", "cheap eager", "pytorch", short(5.0, 2.43), baseline=True),
+    ))  # fmt: skip
+    sv = fake_services(clock, spec, backend)
+    suite = fake_suite(numels=(257,), graph_target_us=40.0, max_calls_per_graph=50)
+    out = run_bench(suite, sv, ["x"], out_root=tmp_path)
+    warm = _case(out.run_dir, "add/float32/257/warm")
+    for name in ("warpgauge", "torch"):
+        p = _prov(warm, name)
+        assert p["extra"]["replay_us"] == pytest.approx(2.43)
+        assert p["extra"]["calls_per_replay"] == 17  # ceil(40 / 2.43), not ceil(40 / 46.8) = 1
+        assert p["device_time"]["median_us"] == pytest.approx(2.43)
+    cold = _case(out.run_dir, "add/float32/257/cold")
+    assert all(p["extra"]["calls_per_replay"] == 1 for p in cold["providers"])

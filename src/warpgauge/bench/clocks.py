@@ -209,7 +209,7 @@ class ClockWarmup:
             while True:
                 self._load(self.piece_ms)
                 pieces += 1
-                elapsed = (self.clock.now() - t0) * 1000.0
+                elapsed = (self.clock.now() - t0) * 1000.0 + 1e-6  # float slack
                 ok = ready(self.reader.read(), self.ready_fraction)
                 good = good + 1 if ok else 0
                 if elapsed >= self.min_ms and (good >= 2 or ok is None):

@@ -256,6 +256,10 @@ class GroupMeasurer:
             try:
                 with time_limit(self.limit, f"{st.provider.name} (graph capture)"):
                     t = self.timed_for_lane(st, lane)
+                    self.inputs_check(st.provider.name)
+            except integrity.IntegrityFailure as e:
+                st.fail("failed_gate", str(e), _failed(str(e)))
+                continue
             except Exception as e:
                 st.fail("error", f"preparing the timed call: {_provider_error(e)}")
                 self._recover(e)
