@@ -47,3 +47,15 @@ res["cudagraph_trees_static_inputs"] = timed(lambda: f(xs, ys))
 ok = torch.equal(f(xs, ys), x + y)
 res["static_result_ok"] = bool(ok)
 print(json.dumps(res), flush=True)
+
+# the checks after timing on a cudagraph-trees closure (the max-autotune lane is one)
+from warpgauge.bench import integrity  # noqa: E402
+
+ref = (x.double() + y.double()).to(torch.float16)
+f2 = torch.compile(add, mode="reduce-overhead", fullgraph=True, dynamic=False)
+fn = lambda: f2(x, y)  # noqa: E731
+for _ in range(3):
+    fn()
+r = integrity.regate(fn=fn, graph=None, refs=(ref,), relative=False, out_buffers=(), out_specs=[],
+                     device=x.device, sync=torch.cuda.synchronize, inputs={"x": x, "y": y})  # fmt: skip
+print(json.dumps({"regate_cudagraph_trees": r.ok, "detail": r.detail[:200]}), flush=True)

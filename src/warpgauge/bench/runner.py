@@ -232,8 +232,8 @@ class Runner:
 
     def _ceilings(self, run: dict) -> None:
         sv = self.sv
-        sv.ui.info("measuring ceilings (device copy, torch.mm)")
-        self.tracker.before_case()
+        sv.ui.info("measuring ceilings (calibrate candidates, then 7 confirmation runs)")
+        warmup = self.tracker.before_case()
         tel_before = sv.telemetry()
         result = sv.measure_ceilings(sv.backend, self.suite)
         self.tracker.touch()  # the ceilings keep the clocks up like a warm-up
@@ -244,14 +244,21 @@ class Runner:
             "created_at": sv.artifacts.utc_now(),
             "measurements": result["measurements"],
             "telemetry": {"before": tel_before, "after": sv.telemetry()},
+            "extra": {"warmup": warmup},
         }
         run["ceilings"] = result["summary"]
         with self._critical_section():
             sv.artifacts.write_ceilings(self.run_dir, record)
             sv.artifacts.write_run(self.run_dir, run)
         s = result["summary"]
-        mm = ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in s["mm_tflops"].items())
-        sv.ui.info(f"ceilings: copy {s['copy_tbps']:.2f} TB/s; mm {mm or 'n/a'}")
+        rng = s.get("mm_tflops_range") or {}
+        mm = ", ".join(
+            f"{k} {v:.0f} TFLOP/s" + (f" ({rng[k][0]:.0f}-{rng[k][1]:.0f})" if k in rng else "")
+            for k, v in s["mm_tflops"].items()
+        )
+        crng = s.get("copy_tbps_range")
+        copy = f"{s['copy_tbps']:.2f} TB/s" + (f" ({crng[0]:.2f}-{crng[1]:.2f})" if crng else "")
+        sv.ui.info(f"ceilings (median of confirmation runs, range): copy {copy}; mm {mm or 'n/a'}")
 
     def _groups_todo(self, todo: list[str]) -> list[tuple[Group, list[str]]]:
         want = set(todo)
