@@ -317,7 +317,8 @@ def sample_rounds(
             t = by_name[name]
             per = max(t.est_us, 0.01) * t.calls + (flush_us if cold else 0.0)
             k = rule.batch_size(t, per)
-            kh = max(0, min(host_per_round, rule.host_samples - len(t.host_samples)))
+            by_time = math.ceil(rule.batch_s * 1e6 / (per + SYNC_OVERHEAD_US))
+            kh = max(0, min(host_per_round, by_time, rule.host_samples - len(t.host_samples)))
             t0 = clock.now()
             try:
                 with guard(t) if guard is not None else contextlib.nullcontext():
