@@ -28,6 +28,7 @@ from .errors import DeviceLost, Terminated, format_error
 from .measure import GroupMeasurer, PState
 from .services import QuietUI, Services, default_services
 from .suite import Group, Suite, SuiteError
+from .ui import summary_row
 
 __all__ = [
     "DeviceLost", "GroupMeasurer", "PState", "QuietUI", "RunOutcome", "Runner", "Services",
@@ -470,29 +471,6 @@ def _head(ids: list[str], n: int = 12) -> str:
         return "none"
     more = f" ... and {len(ids) - n} more" if len(ids) > n else ""
     return ", ".join(ids[:n]) + more
-
-
-def summary_row(case: dict, copy_tbps: float | None) -> dict:
-    """One line of the end-of-run table: warpgauge vs the best PyTorch provider."""
-    wg = next((p for p in case["providers"] if p["family"] == "warpgauge"), None)
-    from warpgauge.artifacts import best_pytorch
-
-    best = best_pytorch(case)
-    wg_ok = wg is not None and wg["status"] == "ok"
-    return {
-        "case_id": case["case_id"],
-        "op": case["op"],
-        "dtype": case["dtype"],
-        "shape": case["shape_label"],
-        "lane": case["lane"],
-        "wg_status": wg["status"] if wg else "absent",
-        "wg_us": wg["device_time"]["median_us"] if wg_ok else None,
-        "best_name": best["name"] if best else None,
-        "best_us": best["device_time"]["median_us"] if best else None,
-        "speedup": wg["derived"]["speedup_vs_best_pytorch"] if wg_ok else None,
-        "tbps": wg["derived"]["tbps"] if wg_ok else None,
-        "pct_copy": wg["derived"]["pct_copy_ceiling"] if wg_ok else None,
-    }
 
 
 def run_bench(
