@@ -193,3 +193,80 @@ def test_fingerprint_detects_changes_and_restore_undoes_them():
     fresh = {"x": torch.randn(100, generator=g), "w": torch.randn(3, 4, generator=g).half()}
     integrity.restore(inp, fresh)
     assert integrity.changed(before, inp) == [] and torch.equal(inp["x"], x0)
+
+
+def test_a_call_stuck_in_the_driver_is_recorded_and_ends_the_process(tmp_path):
+    """SIGALRM cannot interrupt a call blocked in C (a kernel that never finishes); the watchdog
+    records the provider in run.json and ends the process (here: a fake exit)."""
+    import signal
+    import threading
+
+    from warpgauge.bench.providers import Built, Provider
+
+    clock, counter = FakeClock(), Counter()
+    released = threading.Event()
+    exits = []
+
+    def stuck(inp, ctx):
+        x, y = inp["x"], inp["y"]
+        n = {"calls": 0}
+
+        def fn():
+            n["calls"] += 1
+            if n["calls"] == 3:  # block like a driver call: no signal reaches Python
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+                try:
+                    released.wait(10)
+                finally:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+            clock.advance(5e-6)
+            return x + y
+
+        return Built(fn)
+
+    spec = fake_add_spec(clock, counter, extra=(Provider("stuck", "blocks in C", "peer", stuck),))
+    sv = fake_services(clock, spec)
+    sv.stuck_grace_s = 0.2
+
+    def fake_exit(code):
+        exits.append(code)
+        released.set()
+
+    sv.exit_process = fake_exit
+    out = run_bench(
+        fake_suite(numels=(1024,), provider_timeout_s=0.2), sv, ["x"], out_root=tmp_path
+    )
+    assert exits == [5]
+    run = json.loads((out.run_dir / "run.json").read_text())
+    hung = run["extra"]["hung"]
+    assert [(h["group"], h["provider"]) for h in hung] == [("add/float32/1024", "stuck")]
+    assert "stuck (build, gate and warm-up)" in hung[0]["what"]
+    assert any("blocked in the driver" in line for line in sv.ui.lines)
+
+
+def test_resume_skips_a_provider_that_hung(tmp_path):
+    from warpgauge.bench.runner import Runner
+
+    clock, counter = FakeClock(), Counter()
+    suite = fake_suite(numels=(1024, 2048))
+    # a Ctrl-C while the second group is prepared, after the first group's cases are written
+    c0 = Counter()
+    run_bench(fake_suite(numels=(1024,)), fake_services(FakeClock(), fake_add_spec(FakeClock(), c0)),
+              ["x"], out_root=tmp_path / "count")  # fmt: skip
+    per_group = sum(c0.calls.values())
+    sv = fake_services(clock, fake_add_spec(clock, counter, interrupt_after=per_group + 5))
+    first = run_bench(suite, sv, ["x"], out_root=tmp_path)
+    assert first.status == "interrupted" and "add/float32/2048/cold" in first.missing
+    path = first.run_dir / "run.json"
+    run = json.loads(path.read_text())
+    run["extra"]["hung"] = [{"group": "add/float32/2048", "provider": "torch",
+                             "what": "torch (sampling)", "limit_s": 300, "at": "x"}]  # fmt: skip
+    artifacts.write_run(first.run_dir, run)
+    clock2 = FakeClock()
+    sv2 = fake_services(clock2, fake_add_spec(clock2, Counter()))
+    second = Runner(suite, sv2, ["x"]).run(resume=first.run_dir)
+    assert second.status == "complete" and sv2.ui.done == first.missing
+    case = _cases(first.run_dir)["add/float32/2048/cold"]
+    torch_p = _by_name(case)["torch"]
+    assert torch_p["status"] == "error" and "hung in an earlier session" in torch_p["error"]
+    assert _by_name(case)["warpgauge"]["status"] == "ok"

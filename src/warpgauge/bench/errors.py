@@ -9,6 +9,7 @@ import contextlib
 import signal
 import threading
 import traceback
+from collections.abc import Callable
 
 ERROR_TAIL_LINES = 8
 ERROR_MAX_CHARS = 2000
@@ -43,13 +44,25 @@ def is_oom(e: BaseException) -> bool:
     return type(e).__name__ == "OutOfMemoryError" or "out of memory" in str(e).lower()
 
 
+STUCK_GRACE_S = 30.0  # after the limit, how long a call blocked in the driver may still take
+
+
 @contextlib.contextmanager
-def time_limit(seconds: float | None, what: str = "the provider"):
+def time_limit(
+    seconds: float | None,
+    what: str = "the provider",
+    on_stuck: Callable[[str], None] | None = None,
+    grace_s: float = STUCK_GRACE_S,
+):
     """Raise :class:`ProviderTimeout` in the main thread if the block runs longer than
     ``seconds`` of wall time (SIGALRM). A no-op off the main thread, for ``seconds`` <= 0, or
-    where SIGALRM does not exist. It interrupts Python code; a call blocked inside the driver (a
-    kernel that never finishes) returns only when the driver does, so such a hang ends the run,
-    which ``--resume`` then finishes."""
+    where SIGALRM does not exist.
+
+    SIGALRM interrupts Python code; a call blocked inside the driver (a kernel that never
+    finishes) does not return to Python, so the signal cannot act. For that case ``on_stuck(what)``
+    is called from a watchdog thread once the block has run ``seconds + grace_s``: the
+    runner records the hung provider in ``run.json`` and ends the process, and ``--resume`` skips
+    that provider and measures the rest."""
     usable = (
         seconds is not None
         and seconds > 0
@@ -64,6 +77,11 @@ def time_limit(seconds: float | None, what: str = "the provider"):
     def handler(signum, frame):
         raise ProviderTimeout(f"{what} ran past the per-provider time limit of {seconds:g} s")
 
+    watchdog = None
+    if on_stuck is not None:
+        watchdog = threading.Timer(seconds + grace_s, on_stuck, args=(what,))
+        watchdog.daemon = True
+        watchdog.start()
     previous = signal.signal(signal.SIGALRM, handler)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -71,3 +89,5 @@ def time_limit(seconds: float | None, what: str = "the provider"):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if watchdog is not None:
+            watchdog.cancel()

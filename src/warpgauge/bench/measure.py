@@ -77,6 +77,14 @@ class GroupMeasurer:
         self.group_error: str | None = None
         self.limit = getattr(self.suite.sampling, "provider_timeout_s", 0.0)
 
+    def _limit(self, name: str, phase: str):
+        """The per-provider time limit around one phase; a call stuck in the driver past it is
+        recorded by the runner (``provider_stuck``), which then ends the process."""
+        key = self.group.key
+        stuck = getattr(self.h, "provider_stuck", None)
+        on_stuck = None if stuck is None else (lambda what: stuck(key, name, what, self.limit))
+        return time_limit(self.limit, f"{name} ({phase})", on_stuck, self.sv.stuck_grace_s)
+
     # -------------------------------------------------------------------------------- setup
 
     def setup(self) -> None:
@@ -147,6 +155,12 @@ class GroupMeasurer:
         if self.group_error:
             st.status, st.error = "error", self.group_error
             return st
+        hung = getattr(self.h, "hung", {}).get((self.group.key, p.name))
+        if hung:
+            st.status = "error"
+            st.error = (f"hung in an earlier session of this run: {hung['what']} did not return "
+                        f"within the {hung['limit_s']:g} s limit; not run again")  # fmt: skip
+            return st
         try:
             if p.reference not in self.refs:
                 self.refs[p.reference] = tuple(spec.references[p.reference](self.inputs, ctx))
@@ -156,7 +170,7 @@ class GroupMeasurer:
             return st
         t0 = clock.now()
         try:
-            with time_limit(self.limit, f"{p.name} (build, gate and warm-up)"):
+            with self._limit(p.name, "build, gate and warm-up"):
                 built = p.build(self.inputs, ctx)
                 build_s = clock.now() - t0
                 gate, call_s = gates.run_gate(
@@ -254,7 +268,7 @@ class GroupMeasurer:
             if st.status != "ok" or st.built is None:
                 continue
             try:
-                with time_limit(self.limit, f"{st.provider.name} (graph capture)"):
+                with self._limit(st.provider.name, "graph capture"):
                     t = self.timed_for_lane(st, lane)
                     self.inputs_check(st.provider.name)
             except integrity.IntegrityFailure as e:
@@ -277,7 +291,7 @@ class GroupMeasurer:
             sv.backend, timed, lane, rule, seed=zlib.crc32(g.case_id(lane).encode()),
             clock=sv.clock, reader=sv.clocks, flush_us=self.h.flush_us,
             after_batch=lambda t: self.inputs_check(t.name),
-            guard=lambda t: time_limit(self.limit, f"{t.name} (sampling)"),
+            guard=lambda t: self._limit(t.name, "sampling"),
         )  # fmt: skip
         tel_after = sv.telemetry()
         self.h.tracker.touch()
@@ -335,7 +349,7 @@ class GroupMeasurer:
         """Gate again what was timed, check for work outside the timed interval."""
         sv = self.sv
         try:
-            with time_limit(self.limit, f"{st.provider.name} (checks after timing)"):
+            with self._limit(st.provider.name, "checks after timing"):
                 result = integrity.regate(
                     fn=st.built.fn,
                     graph=t.replay,

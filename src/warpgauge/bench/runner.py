@@ -80,6 +80,7 @@ class Runner:
         self._critical = False
         self._pending: BaseException | None = None
         self.ceilings: dict | None = None
+        self.hung: dict = {}  # (group key, provider) -> record, from earlier sessions
         self.tracker = clocks.ClockWarmup(
             services.clock,
             services.backend.load,
@@ -114,6 +115,9 @@ class Runner:
                 t0 = clock.now()
                 self._ceilings(run)
                 phases["ceilings_s"] = clock.now() - t0
+            self.hung = {
+                (h["group"], h["provider"]): h for h in run.get("extra", {}).get("hung", [])
+            }
             self.copy_tbps = run["ceilings"].get("copy_tbps")
             self.ceilings = run["ceilings"]
             self.flush_us = timing.measure_flush_us(sv.backend) if todo else 0.0
@@ -409,6 +413,27 @@ class Runner:
             )
         return RunOutcome(code, self.run_dir, final["status"], finished, missing, reason)
 
+    def provider_stuck(self, group_key: str, name: str, what: str, limit_s: float) -> None:
+        """Called from the watchdog thread while the main thread is blocked in the driver: record
+        the hung provider in run.json, say so, and end the process (the CUDA context cannot be
+        recovered in-process). ``--resume`` skips that provider and measures the rest."""
+        sv, art = self.sv, self.sv.artifacts
+        try:
+            run = art.read_json(self.run_dir / art.RUN_FILE)
+            entry = {"group": group_key, "provider": name, "what": what, "limit_s": limit_s,
+                     "at": art.utc_now()}  # fmt: skip
+            run.setdefault("extra", {}).setdefault("hung", []).append(entry)
+            run["status"] = "interrupted"
+            run["notes"] = f"interrupted: {what} hung inside the driver"
+            art.write_run(self.run_dir, run)
+            sv.ui.info(
+                f"{group_key} {name}: {what} did not return within {limit_s:g} s (blocked in the "
+                f"driver); recorded in run.json. To finish the run without it: "
+                f"warpgauge bench --resume {self.run_dir}"
+            )
+        finally:
+            sv.exit_process(EXIT_HUNG)
+
     def _flags_of_run(self) -> tuple[list[str], list[str]]:
         """Every case on disk (all sessions): warpgauge providers that failed their gate, and
         providers flagged above the run's ceiling."""
@@ -464,6 +489,7 @@ class Runner:
 
 
 EXIT_OWN_GATE = 4  # the run finished, but a warpgauge provider failed its gate somewhere
+EXIT_HUNG = 5  # a provider hung inside the driver: recorded, the process ended; --resume goes on
 
 
 def _head(ids: list[str], n: int = 12) -> str:

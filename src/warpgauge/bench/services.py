@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,9 @@ class Services:
     # recompile in there; a recompile raises and the provider is recorded as an error).
     sampling_guard: Callable[[], Any] = contextlib.nullcontext
     clocks: Any = field(default_factory=clocks.NoClocks)  # NVML reader (clocks.NvmlClocks)
+    # Ends the process after a provider hung inside the driver (recorded first; --resume skips it)
+    exit_process: Callable[[int], None] = os._exit
+    stuck_grace_s: float = 30.0
 
 
 def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
