@@ -307,3 +307,34 @@ def test_warm_graph_size_comes_from_device_time(tmp_path):
         assert p["device_time"]["median_us"] == pytest.approx(2.43)
     cold = _case(out.run_dir, "add/float32/257/cold")
     assert all(p["extra"]["calls_per_replay"] == 1 for p in cold["providers"])
+
+
+def test_cudagraph_tree_lane_is_marked_excluded_from_best(tmp_path):
+    """Finding 5: the max-autotune lane (Inductor's CUDA graph trees, timed per call) pays an
+    input copy per call that the same code without graphs does not; its record says so, unless
+    its provider marked the inputs static (``Built.notes["static_inputs"]``)."""
+    import dataclasses
+
+    from warpgauge.bench.providers import Built
+
+    clock, counter = FakeClock(), Counter()
+    spec = fake_add_spec(clock, counter)
+    torch_p = next(p for p in spec.providers if p.name == "torch")
+
+    def static_build(inp, ctx):
+        b = torch_p.build(inp, ctx)
+        return Built(b.fn, b.out_buffers, {"static_inputs": True})
+
+    extra = (
+        dataclasses.replace(torch_p, name="cma", family="compile", baseline=False,
+                            compile_mode="max-autotune", graph_safe=False),
+        dataclasses.replace(torch_p, name="cma_static", family="compile", baseline=False,
+                            compile_mode="max-autotune", graph_safe=False, build=static_build),
+    )  # fmt: skip
+    spec = dataclasses.replace(spec, providers=spec.providers + extra)
+    out = run_bench(fake_suite(numels=(1024,)), fake_services(clock, spec), ["x"],
+                    out_root=tmp_path)  # fmt: skip
+    case = _case(out.run_dir, "add/float32/1024/cold")
+    assert "CUDA graph trees" in _prov(case, "cma")["extra"]["excluded_from_best"]
+    assert "excluded_from_best" not in _prov(case, "cma_static")["extra"]
+    assert "excluded_from_best" not in _prov(case, "compile")["extra"]
