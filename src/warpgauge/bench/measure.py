@@ -273,6 +273,9 @@ class GroupMeasurer:
         sv, g = self.sv, self.group
         timed: list[timing.Timed] = []
         by_name: dict[str, PState] = {}
+        pre = None
+        if any(st.status == "ok" and st.built is not None for st in self.states):
+            pre = self.h.tracker.before_case()  # clocks up before the replays that size graphs
         for st in self.states:
             if st.status != "ok" or st.built is None:
                 continue
@@ -343,6 +346,7 @@ class GroupMeasurer:
                     else "warm: no flush; cache diagnostic only (inputs may stay in L2)"
                 ),
                 "flush_us": self.h.flush_us,
+                "capture_warmup": pre,
                 "seed": g.seed(self.suite.seed),
                 "group_elapsed_s": sv.clock.now() - t0,
             },
