@@ -94,6 +94,8 @@ def test_honest_providers_stay_ok_next_to_cheats(dishonest_run):
             assert p["status"] == "ok" and p["extra"]["regate"]["ok"] is True
             assert p["device_time"]["median_us"] == pytest.approx(us)
             assert p["extra"]["hidden_work_check"]["hidden"] is False
+            # gate, warm-up, capture, every batch (>= 3 rounds), after timing
+            assert p["extra"]["inputs_checked"] >= 6
         # the inputs were restored after cheat_modifies: later providers still pass
         assert by["cheat_modifies"]["error"].endswith("inputs restored")
 
