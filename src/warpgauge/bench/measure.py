@@ -422,6 +422,8 @@ class GroupMeasurer:
         if status == "error" and not error:
             error = "no timing samples were taken"
         extra = dict(st.extra)
+        if p.name in self.input_checks:
+            extra["inputs_checked"] = self.input_checks[p.name]  # fingerprint comparisons
         if t is not None:
             extra.update({
                 "device_method": t.device_method,
