@@ -113,7 +113,16 @@ class Runner:
             )
             if not run["ceilings"].get("copy_tbps") and sv.measure_ceilings is not None:
                 t0 = clock.now()
-                self._ceilings(run)
+                try:
+                    self._ceilings(run)
+                except (KeyboardInterrupt, DeviceLost):
+                    raise
+                except Exception as e:  # no ceiling: the cases are still measured, % is null
+                    sv.ui.info(f"ceilings could not be measured: {format_error(e)}")
+                    run.setdefault("extra", {})["ceilings_error"] = format_error(e)
+                    self._check_device()
+                    with self._critical_section():
+                        sv.artifacts.write_run(self.run_dir, run)
                 phases["ceilings_s"] = clock.now() - t0
             self.hung = {
                 (h["group"], h["provider"]): h for h in run.get("extra", {}).get("hung", [])
@@ -433,6 +442,11 @@ class Runner:
             )
         finally:
             sv.exit_process(EXIT_HUNG)
+
+    def _check_device(self) -> None:
+        problem = self.sv.backend.healthy()
+        if problem:
+            raise DeviceLost(problem)
 
     def _flags_of_run(self) -> tuple[list[str], list[str]]:
         """Every case on disk (all sessions): warpgauge providers that failed their gate, and
