@@ -31,8 +31,6 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-CHUNK = 1 << 25  # elements per fingerprint chunk (bounded temporary memory)
-
 
 class IntegrityFailure(RuntimeError):
     """A provider broke the measurement contract after its gate passed (says how)."""
@@ -64,25 +62,21 @@ _INT_VIEW = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 
 def _tensor_print(t) -> tuple:
-    """(shape, dtype, sum of bits, position-weighted sum of bits): exact integer arithmetic."""
+    """(shape, dtype, sum of the bit patterns, sum over every 7th element, sum over every 3rd from
+    the second), each accumulated exactly in int64 by a reduction that reads the tensor without
+    copying it (cheap enough to run after every batch). Any change of one element changes the
+    first sum; a swap of two elements is missed only when their positions agree modulo 21."""
     import torch
 
     flat = t.detach().reshape(-1)
     if flat.dtype == torch.bool:
         flat = flat.to(torch.int8)
-    size = flat.element_size()
     if flat.is_complex():
         flat = torch.view_as_real(flat).reshape(-1)
-        size = flat.element_size()
+    size = flat.element_size()
     bits = flat.view(getattr(torch, _INT_VIEW[size])) if size in _INT_VIEW else flat
-    total = 0
-    weighted = 0
-    for start in range(0, bits.numel(), CHUNK):
-        part = bits[start : start + CHUNK].to(torch.int64)
-        w = (torch.arange(start, start + part.numel(), device=part.device) % 65521) + 1
-        total += int(part.sum())
-        weighted += int((part * w).sum())
-    return (tuple(t.shape), str(t.dtype), total, weighted)
+    sums = tuple(int(v.sum(dtype=torch.int64)) for v in (bits, bits[::7], bits[1::3]))
+    return (tuple(t.shape), str(t.dtype), *sums)
 
 
 def fingerprint(inputs: Any) -> list[tuple]:
