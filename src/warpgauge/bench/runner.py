@@ -96,6 +96,8 @@ class Services:
     # Context held while graphs are captured and samples taken (real: torch.compile may not
     # recompile in there; a recompile raises and the provider is recorded as an error).
     sampling_guard: Callable[[], Any] = contextlib.nullcontext
+    # How one lane is sampled (the mode's: timing.sample_interleaved except in host mode).
+    sampler: Callable[..., list] = timing.sample_interleaved
 
 
 def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
@@ -105,7 +107,7 @@ def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
 
     from warpgauge import artifacts, environment
 
-    from . import ceilings, precompile, providers
+    from . import ceilings, modes, precompile
 
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device is visible")
@@ -126,7 +128,7 @@ def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
     return Services(
         backend=timing.CudaBackend(device_index),
         clock=timing.MonotonicClock(),
-        ops=providers.registry(suite.compile.modes),
+        ops=modes.specs_for(suite, device=torch.device("cuda", device_index)),
         artifacts=artifacts,
         provenance=lambda: environment.provenance(device_index=device_index),
         telemetry=lambda: environment.telemetry_snapshot(device_index),
@@ -135,6 +137,7 @@ def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
         reset_compiler=reset_compiler,
         ui=ui or QuietUI(),
         sampling_guard=sampling_guard,
+        sampler=modes.sampler_for(suite, timing.MonotonicClock()),
     )
 
 
@@ -645,7 +648,7 @@ class Runner:
         else:  # nothing to time: no burst
             warmup = {"burst_ms": 0.0, "skipped": True, "last_burst_ended_ms_ago": None}
         tel_before = sv.telemetry()
-        orders = timing.sample_interleaved(sv.backend, timed, lane, self.suite.sampling.rounds)
+        orders = sv.sampler(sv.backend, timed, lane, self.suite.sampling.rounds)
         tel_after = sv.telemetry()
         for t in timed:
             if t.error is not None:

@@ -1,0 +1,85 @@
+"""``--mode host``: host microseconds per eager call, every provider interleaved.
+
+The forward specs, sampled as in ``fwd`` for device time (graph replay), then, in the same
+lane, ``host_rounds`` rounds in rotating order of a host-bound loop per provider: after a full
+synchronization, ``sampling.host_calls`` back-to-back eager calls timed on the host clock from
+the first call to the return of the last; one sample is that time divided by the calls. The GPU
+finishes the queue afterwards (a sample whose queue outlasted the loop by more than 1.5x is
+counted in ``device_bound``: the device, not the host, may have set the pace). Garbage
+collection is off while sampling. The per-call host time lands in each provider's
+``host_time`` (``host_time.median_us`` is the claim); the host suite sets ``host_share = 0`` so
+that the per-call event samples of the fwd mode do not mix in.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Sequence
+
+from .. import timing
+from ..operators import Operator, OpSpec
+from . import fwd
+
+
+def specs(operators: dict[str, Operator], suite, **kw) -> dict[str, OpSpec]:
+    return {k: _host_spec(v) for k, v in fwd.specs(operators, suite, **kw).items()}
+
+
+def _host_spec(spec: OpSpec) -> OpSpec:
+    import dataclasses
+
+    return dataclasses.replace(spec, mode="host")
+
+
+def host_loop(backend, clock, fn: Callable, calls: int) -> tuple[float, float]:
+    """(host us per call, wall us per call until the device is idle) of ``calls`` calls."""
+    backend.sync()
+    t0 = clock.now()
+    for _ in range(calls):
+        fn()
+    t1 = clock.now()
+    backend.sync()
+    t2 = clock.now()
+    return (t1 - t0) * 1e6 / calls, (t2 - t0) * 1e6 / calls
+
+
+class HostSampler:
+    """The runner's sampler in host mode: ``timing.sample_interleaved`` for the device samples,
+    then the host-bound loops (module docstring). Same signature as ``sample_interleaved``."""
+
+    def __init__(self, clock, calls: int, rounds: int | None = None):
+        self.clock = clock
+        self.calls = max(1, int(calls))
+        self.rounds = rounds
+        self.device_bound: dict[str, int] = {}
+
+    def __call__(self, backend, timed: Sequence[timing.Timed], lane: str, rounds: int, *args,
+                 **kwargs):  # fmt: skip
+        orders = timing.sample_interleaved(backend, timed, lane, rounds, *args, **kwargs)
+        host_rounds = self.rounds or max(rounds, 1) * 3
+        names = [t.name for t in timed if t.error is None]
+        by_name = {t.name: t for t in timed}
+        for t in timed:
+            t.host_samples = []
+            t.fn()  # one untimed call: caches primed after the device sampling
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for r in range(host_rounds):
+                for name in timing.rotation(names, r):
+                    t = by_name[name]
+                    if t.error is not None:
+                        continue
+                    try:
+                        host_us, wall_us = host_loop(backend, self.clock, t.fn, self.calls)
+                    except Exception as e:
+                        t.error = f"while sampling host time: {type(e).__name__}: {e}"
+                        t.device_samples, t.host_samples = [], []
+                        continue
+                    t.host_samples.append(host_us)
+                    if wall_us > 1.5 * host_us:
+                        self.device_bound[name] = self.device_bound.get(name, 0) + 1
+        finally:
+            if enabled:
+                gc.enable()
+        return orders
