@@ -245,7 +245,8 @@ class Operator:
     ``shapes``: named suite shape sets, e.g. ``{"default": [...], "quick": [...]}``; a suite file
     that names a set (``shape_set = "default"``) gets every registered operator's shapes from it.
     ``settings``: the operator's suite settings and their defaults (``{"eps": 1e-6}``).
-    ``sample``: a small shape (in the suite's written form) for ``warpgauge providers`` and tests.
+    ``sample``: a small shape (in the suite's written form) for ``warpgauge providers``;
+    ``test_shape``: one small enough for the CPU tests under the Triton interpreter.
     ``plan_call(inputs, ctx, plan)``: a closure running the operator with a forced row plan
     (row operators only; the ``plans`` mode).
     """
@@ -261,6 +262,7 @@ class Operator:
         work: Callable,
         out_specs: Callable,
         sample: str,
+        test_shape: str | None = None,
         shapes: Mapping[str, Sequence[str]] | None = None,
         settings: Mapping[str, Any] | None = None,
         dtypes: Sequence[str] | None = None,
@@ -282,6 +284,7 @@ class Operator:
         self.work = work
         self.out_specs = out_specs
         self.sample = sample
+        self.test_shape = test_shape or sample  # small enough for the CPU interpreter's tests
         self.shapes = {k: (v if callable(v) else list(v)) for k, v in (shapes or {}).items()}
         self.settings = dict(settings or {})
         self.dtypes = tuple(dtypes) if dtypes else None

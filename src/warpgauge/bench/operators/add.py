@@ -39,6 +39,7 @@ OPERATOR = Operator(
     work=lambda ctx: kernel_work("add", ctx.shape["numel"], ctx.dtype),
     out_specs=lambda ctx: [((ctx.shape["numel"],), ctx.dtype)],
     sample="1K",
+    test_shape="1000",
     precompile_weight=1.0,
     grad=GradSpec(
         ("x", "y"), _grad_ref, _train_work, lambda ctx: [((ctx.shape["numel"],), ctx.dtype)] * 2

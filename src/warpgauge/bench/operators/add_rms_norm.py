@@ -112,6 +112,7 @@ OPERATOR = Operator(
     work=lambda ctx: kernel_work("rmsnorm", ctx.shape["rows"], ctx.shape["width"], ctx.dtype),
     out_specs=_outs,
     sample="8x1024",
+    test_shape="4x300",
     settings={"eps": 1e-6},
     precompile_weight=2.0,
     grad=GradSpec(("x", "r", "w"), _grad_ref, _train_work, _grad_shapes),

@@ -70,6 +70,7 @@ OPERATOR = Operator(
                                  ctx.dtype),  # fmt: skip
     out_specs=lambda ctx: [((ctx.shape["M"], ctx.shape["N"]), ctx.dtype)],
     sample="128x128x128",
+    test_shape="16x24x40",
     precompile_weight=8.0,
     grad=GradSpec(("a", "b"), _grad_ref, _train_work, _grad_shapes),
     compile_target=lambda inp, ctx: (gemm_contract, (inp["a"], inp["b"])),

@@ -138,6 +138,7 @@ OPERATOR = Operator(
     work=_work,
     out_specs=lambda ctx: [((ctx.shape["M"], ctx.shape["N"]), ctx.dtype)],
     sample="1x4096x4096",
+    test_shape="2x64x256",
     settings={"group_size": 128},
     dtypes=("bfloat16",),
     precompile_weight=4.0,

@@ -53,6 +53,7 @@ OPERATOR = Operator(
                                  ctx.dtype),  # fmt: skip
     out_specs=lambda ctx: [((ctx.shape["rows"],), ctx.dtype)],
     sample="8x1024",
+    test_shape="4x300",
     precompile_weight=1.0,
     grad=GradSpec(("x",), _grad_ref, _train_work, lambda ctx: [((ctx.shape["rows"], ctx.shape["width"]), ctx.dtype)]),
     plan_call=_plan_call,

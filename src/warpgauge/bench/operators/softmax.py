@@ -69,6 +69,7 @@ OPERATOR = Operator(
     work=lambda ctx: kernel_work("softmax", ctx.shape["rows"], ctx.shape["width"], ctx.dtype),
     out_specs=lambda ctx: [((ctx.shape["rows"], ctx.shape["width"]), ctx.dtype)],
     sample="8x1024",
+    test_shape="4x300",
     precompile_weight=2.0,
     grad=GradSpec(("x",), _grad_ref, _train_work, lambda ctx: [((ctx.shape["rows"], ctx.shape["width"]), ctx.dtype)]),
     plan_call=_plan_call,
