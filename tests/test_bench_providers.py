@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from warpgauge.bench import gates, operators, providers
-from warpgauge.bench.operators import Operator, operators as all_ops
+from warpgauge.bench.operators import Operator
+from warpgauge.bench.operators import operators as all_ops
 from warpgauge.bench.suite import parse_shape
 
 OPS = all_ops()
@@ -53,8 +54,8 @@ def test_per_operator_tables_come_from_the_registry():
     operator modules (nothing lists operators by hand)."""
     from warpgauge.bench import precompile, suite
 
-    assert suite.OPS == tuple(OPS)
-    assert suite.SHAPE_KINDS == {k: o.shape_kind for k, o in OPS.items()}
+    assert tuple(OPS) == suite.OPS
+    assert {k: o.shape_kind for k, o in OPS.items()} == suite.SHAPE_KINDS
     assert not hasattr(precompile, "_OP_WEIGHT")
     rows = providers.describe("cpu")
     assert {r["op"] for r in rows} == set(OPS)
