@@ -92,7 +92,7 @@ def test_stability_log_from_two_fake_runs(tmp_path):
                 if p.name == "torch":
                     inner = p.build
 
-                    def build(inp, ctx, inner=inner):
+                    def build(inp, ctx, inner=inner, clock=clock):
                         b = inner(inp, ctx)
                         fn = b.fn
 
