@@ -162,6 +162,9 @@ def test_host_mode_records_host_time_per_call(tmp_path):
         "config"]["sampling"]["host_calls"] == 4  # fmt: skip
     p = _prov(cases["add/float32/1000/warm"], "torch")
     assert p["status"] == "ok" and p["host_time"]["n"] == 6  # 3 x rounds host loops
+    g = _prov(cases["add/float32/1000/warm"], "torch_grad")  # the autograd path, beside it
+    assert g["status"] == "ok" and g["extra"]["requires_grad"] == ["x", "y"]
+    assert _prov(cases["row_sum/float32/3x40/warm"], "torch_native_grad")["status"] == "ok"
 
 
 # ------------------------------------------------------------------------------------ accuracy

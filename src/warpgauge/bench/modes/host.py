@@ -9,26 +9,48 @@ counted in ``device_bound``: the device, not the host, may have set the pace). G
 collection is off while sampling. The per-call host time lands in each provider's
 ``host_time`` (``host_time.median_us`` is the claim); the host suite sets ``host_share = 0`` so
 that the per-call event samples of the fwd mode do not mix in.
+
+Every provider that trains also appears as ``<name>_grad``: the same forward call with the
+differentiable inputs requiring grad, so autograd records the call (warpgauge routes it through
+``torch.ops.warpgauge.*``): the host cost of the autograd path beside PyTorch's own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Callable, Sequence
 
 from .. import timing
-from ..operators import Operator, OpSpec
+from ..operators import Built, Operator, OpSpec, Provider
 from . import fwd
 
 
 def specs(operators: dict[str, Operator], suite, **kw) -> dict[str, OpSpec]:
-    return {k: _host_spec(v) for k, v in fwd.specs(operators, suite, **kw).items()}
+    return {k: _host_spec(operators[k], v) for k, v in fwd.specs(operators, suite, **kw).items()}
 
 
-def _host_spec(spec: OpSpec) -> OpSpec:
-    import dataclasses
+def grad_provider(op: Operator, p: Provider) -> Provider:
+    """``p`` called with its differentiable inputs requiring grad (forward only)."""
+    build = p.train if callable(p.train) else p.build
+    names = op.grad.inputs
 
-    return dataclasses.replace(spec, mode="host")
+    def build_grad(inputs, ctx):
+        leaves = dict(inputs)
+        for n in names:
+            leaves[n] = inputs[n].detach().requires_grad_()
+        built = build(leaves, ctx)
+        return Built(built.fn, notes={**built.notes, "requires_grad": list(names)})
+
+    return dataclasses.replace(p, name=f"{p.name}_grad", label=f"{p.label}, inputs require grad",
+                               build=build_grad, baseline=False)  # fmt: skip
+
+
+def _host_spec(op: Operator, spec: OpSpec) -> OpSpec:
+    provs = list(spec.providers)
+    if op.grad is not None:
+        provs += [grad_provider(op, p) for p in spec.providers if p.train is not False]
+    return dataclasses.replace(spec, providers=tuple(provs), mode="host")
 
 
 def host_loop(backend, clock, fn: Callable, calls: int) -> tuple[float, float]:
