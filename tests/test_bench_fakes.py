@@ -28,7 +28,12 @@ class FakeEvent:
 
 
 class FakeBackend:
-    """Events read the fake clock; flush and burst advance it; capture returns a loop."""
+    """Events read the fake clock; flush and load advance it; capture returns a loop.
+
+    Two kinds of work model what a real device does behind the timing events' back: work put on
+    a *side stream* (``side(work)``) runs only when the whole device is synchronized (``sync``)
+    and is not part of a captured graph (a real graph captures only the capturing stream);
+    work *deferred* (``defer(work)``) also runs at ``sync``, graph or not."""
 
     def __init__(self, clock: FakeClock, flush_s: float = 5e-6):
         self.clock = clock
@@ -38,6 +43,8 @@ class FakeBackend:
         self.flush_s = flush_s
         self.log: list = []
         self.captures = 0
+        self.pending: list = []
+        self.replaying = False
 
     def events(self, n):
         return [FakeEvent() for _ in range(n)]
@@ -51,6 +58,16 @@ class FakeBackend:
 
     def sync(self):
         self.log.append("sync")
+        work, self.pending = self.pending, []
+        for w in work:
+            w()
+
+    def side(self, work):
+        if not self.replaying:  # a graph never holds a side stream's (uncaptured) work
+            self.pending.append(work)
+
+    def defer(self, work):
+        self.pending.append(work)
 
     def flush(self):
         self.clock.advance(self.flush_s)
@@ -60,22 +77,47 @@ class FakeBackend:
         self.clock.advance(ms / 1000.0)
         self.log.append(("burst", ms))
 
+    def load(self, ms):
+        self.clock.advance(ms / 1000.0)
+        self.log.append(("load", ms))
+
     def capture(self, fn, calls):
+        from warpgauge.bench.timing import Graph
+
         self.captures += 1
         self.log.append(("capture", calls))
         fn()  # warm-up call, as the CUDA backend does
+        out = None
+        for _ in range(calls):
+            out = fn()
+        self.sync()
+        graph = None
 
         def replay():
-            for _ in range(calls):
-                fn()
+            self.replaying = True
+            try:
+                last = None
+                for _ in range(calls):
+                    last = fn()
+            finally:
+                self.replaying = False
+            if last is not None:  # a real graph rewrites the same output memory
+                for o, n in zip(_tup(graph.outputs), _tup(last)):
+                    if o is not n and isinstance(o, torch.Tensor):
+                        o.copy_(n)
 
-        return replay
+        graph = Graph(replay, out, calls)
+        return graph
 
     def release(self):
         self.log.append("release")
 
     def healthy(self):
         return None
+
+
+def _tup(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
 def fake_provenance() -> dict:
@@ -249,4 +291,126 @@ def fake_services(clock: FakeClock, spec: OpSpec, backend: FakeBackend | None = 
         precompile=None,
         ui=QuietUI(),
         make_generator=lambda device, seed: torch.Generator().manual_seed(seed),
+    )
+
+
+# ------------------------------------------------------------------------------------ dishonest
+
+
+def dishonest_providers(clock: FakeClock, backend: FakeBackend) -> tuple:
+    """Providers that pass the first-call gate and then cheat, one way each. Each must end up
+    ``failed_gate``; the honest providers of the same case must stay ok."""
+
+    def cached(inp, ctx):  # computes once, then hands back the same tensor without working
+        x, y = inp["x"], inp["y"]
+        memo = {}
+
+        def fn():
+            if "out" not in memo:
+                clock.advance(10e-6)
+                memo["out"] = x + y
+            clock.advance(0.1e-6)
+            return memo["out"]
+
+        return Built(fn)
+
+    def skips_repeats(inp, ctx):  # writes the harness buffer on the first call only
+        x, y = inp["x"], inp["y"]
+        out = torch.empty_like(x)
+        n = {"calls": 0}
+
+        def fn():
+            n["calls"] += 1
+            if n["calls"] == 1:
+                clock.advance(10e-6)
+                torch.add(x, y, out=out)
+            else:
+                clock.advance(0.1e-6)
+            return out
+
+        return Built(fn, out_buffers=(out,))
+
+    def side_stream(inp, ctx):  # launches its work on a side stream the events never see
+        x, y = inp["x"], inp["y"]
+        buf = torch.empty_like(x)
+
+        def work():
+            clock.advance(30e-6)
+            torch.add(x, y, out=buf)
+
+        def fn():
+            clock.advance(1e-6)  # the launch
+            backend.side(work)
+            return buf
+
+        return Built(fn)
+
+    def lazy(inp, ctx):  # defers its work until somebody synchronizes
+        x, y = inp["x"], inp["y"]
+        buf = torch.empty_like(x)
+
+        def work():
+            clock.advance(30e-6)
+            torch.add(x, y, out=buf)
+
+        def fn():
+            clock.advance(1e-6)
+            backend.defer(work)
+            return buf
+
+        return Built(fn)
+
+    def modifies_inputs(inp, ctx):  # correct result, but writes into an input after warm-up
+        x, y = inp["x"], inp["y"]
+        n = {"calls": 0}
+
+        def fn():
+            n["calls"] += 1
+            clock.advance(10e-6)
+            out = x + y
+            if n["calls"] > 6:
+                y.mul_(1.5)
+            return out
+
+        return Built(fn)
+
+    return (
+        Provider("cheat_cached", "returns a cached output", "peer", cached),
+        Provider("cheat_skips", "skips work on repeat calls", "peer", skips_repeats),
+        Provider("cheat_side_stream", "launches on a side stream", "peer", side_stream),
+        Provider("cheat_lazy", "defers its work", "peer", lazy),
+        Provider("cheat_modifies", "modifies its inputs", "peer", modifies_inputs),
+        Provider("cheat_lazy_events", "defers its work (not captured)", "peer", lazy,
+                 graph_safe=False),
+        Provider("cheat_side_events", "side stream (not captured)", "peer", side_stream,
+                 graph_safe=False),
+    )  # fmt: skip
+
+
+def faulty_providers(clock: FakeClock) -> tuple:
+    """A provider that runs out of GPU memory, and one that hangs on its third call."""
+    import time as _time
+
+    def oom(inp, ctx):
+        def fn():
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
+        return Built(fn)
+
+    def hangs(inp, ctx):
+        x, y = inp["x"], inp["y"]
+        n = {"calls": 0}
+
+        def fn():
+            n["calls"] += 1
+            if n["calls"] >= 3:
+                _time.sleep(30)  # interrupted by the per-provider time limit
+            clock.advance(5e-6)
+            return x + y
+
+        return Built(fn)
+
+    return (
+        Provider("oom", "runs out of GPU memory", "peer", oom),
+        Provider("hangs", "hangs", "peer", hangs),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from warpgauge import artifacts
 from warpgauge.bench.runner import Runner, run_bench
@@ -67,7 +68,9 @@ def test_statuses_and_statistics(complete_run):
     assert _prov(case, "absent")["error"] == "fake_pkg is not installed"
     assert "fake kernel launch failure" in _prov(case, "raises")["error"]
     assert case["order"] == ["warpgauge", "torch", "compile", "peer"]
-    assert case["extra"]["rounds"][1] == ["torch", "compile", "peer", "warpgauge"]
+    rounds = [r["order"] for r in case["extra"]["rounds"]]
+    assert len(rounds) == 3 and all(sorted(o) == sorted(case["order"]) for o in rounds)
+    assert len({o[0] for o in rounds}) == 3  # a different provider leads each round
 
 
 def test_wrong_result_is_never_timed(complete_run):
@@ -116,20 +119,30 @@ def test_warmup_recorded_per_case(complete_run):
     warmups = [_case(outcome.run_dir, c)["warmup"] for c in suite.case_ids()]
     # the ceilings count as a burst; every case then takes longer than 250 fake ms? no: the fake
     # cases are short, so bursts alternate with skips; both kinds are recorded faithfully
-    assert all(set(w) == {"burst_ms", "skipped", "last_burst_ended_ms_ago"} for w in warmups)
+    assert all(
+        {"burst_ms", "skipped", "last_burst_ended_ms_ago", "ready"} <= set(w) for w in warmups
+    )
     assert any(w["skipped"] for w in warmups)
     for w in warmups:
         if w["skipped"]:
             assert w["last_burst_ended_ms_ago"] < 250.0 and w["burst_ms"] == 0.0
         else:
-            assert w["burst_ms"] == pytest.approx(200.0)
+            # no NVML in the fakes: the fixed minimum of the light load, clocks unknown
+            assert w["burst_ms"] == pytest.approx(30.0) and w["ready"] is None
+
+
+def _calls_per_group(tmp_path) -> int:
+    clock, counter = FakeClock(), Counter()
+    run_bench(fake_suite(numels=(1024,)), fake_services(clock, fake_add_spec(clock, counter)),
+              ["x"], out_root=tmp_path / "count")  # fmt: skip
+    return sum(counter.calls.values())
 
 
 def test_interrupt_then_resume(tmp_path):
     clock, counter = FakeClock(), Counter()
     suite = fake_suite(numels=(1024, 2048, 4096))
-    # Ctrl-C arrives in the middle of the second group (a group makes ~200 fake calls)
-    spec = fake_add_spec(clock, counter, interrupt_after=300)
+    # Ctrl-C arrives in the middle of the second group
+    spec = fake_add_spec(clock, counter, interrupt_after=int(1.5 * _calls_per_group(tmp_path)))
     sv = fake_services(clock, spec)
     first = run_bench(suite, sv, ["warpgauge", "bench"], out_root=tmp_path)
     assert first.exit_code == 130 and first.status == "interrupted"
@@ -160,8 +173,8 @@ def test_interrupt_then_resume(tmp_path):
 
 def test_time_budget_stops_starting_cases(tmp_path):
     clock, counter = FakeClock(), Counter()
-    # each case takes ~0.2 s of fake burst time; 0.3 fake seconds of budget
-    suite = fake_suite(numels=(1024, 2048, 4096), max_minutes=0.3 / 60, burst_skip_ms=0.0)
+    # each case takes ~0.03 s of fake warm-up time; 0.05 fake seconds of budget
+    suite = fake_suite(numels=(1024, 2048, 4096), max_minutes=0.05 / 60, burst_skip_ms=0.0)
     sv = fake_services(clock, fake_add_spec(clock, counter))
     out = run_bench(suite, sv, ["x"], out_root=tmp_path)
     assert out.exit_code == 3 and out.status == "interrupted"
@@ -235,7 +248,8 @@ def test_sigterm_during_a_write_is_held_until_the_write_completes(tmp_path):
 def test_resume_repairs_a_kill_mid_write(tmp_path):
     clock, counter = FakeClock(), Counter()
     suite = fake_suite(numels=(1024, 2048))
-    sv = fake_services(clock, fake_add_spec(clock, counter, interrupt_after=300))
+    n = int(1.5 * _calls_per_group(tmp_path))
+    sv = fake_services(clock, fake_add_spec(clock, counter, interrupt_after=n))
     first = run_bench(suite, sv, ["x"], out_root=tmp_path)
     assert first.status == "interrupted" and first.missing and len(first.finished) >= 2
     # simulate a SIGKILL: one case file written but never listed, one temp file left behind
@@ -251,3 +265,76 @@ def test_resume_repairs_a_kill_mid_write(tmp_path):
     assert sv2.ui.done == first.missing  # the unlisted case was kept, not measured again
     assert any("listed" in line for line in sv2.ui.lines)
     assert any("temp file" in line for line in sv2.ui.lines)
+
+
+def test_warm_graph_size_comes_from_device_time(tmp_path):
+    """Finding 1: an eager, back-to-back estimate measures the host for short kernels (46.8 us
+    against 2.43 us of device time for add at 257 elements), so graphs got too few calls. Two
+    providers with the same device time and different host costs now get the same calls."""
+    import dataclasses
+
+    from warpgauge.bench.providers import Built, Provider
+
+    clock, counter = FakeClock(), Counter()
+    backend = FakeBackend(clock)
+
+    def short(host_us, device_us):
+        def build(inp, ctx):
+            x, y = inp["x"], inp["y"]
+            out = torch.empty_like(x)
+
+            def fn():
+                clock.advance((device_us if backend.replaying else host_us) * 1e-6)
+                return torch.add(x, y, out=out)
+
+            return Built(fn, out_buffers=(out,))
+
+        return build
+
+    spec = fake_add_spec(clock, counter)
+    spec = dataclasses.replace(spec, providers=(
+        Provider("warpgauge", "host-bound eager", "warpgauge", short(46.8, 2.43)),
+        Provider("torch", "cheap eager", "pytorch", short(5.0, 2.43), baseline=True),
+    ))  # fmt: skip
+    sv = fake_services(clock, spec, backend)
+    suite = fake_suite(numels=(257,), graph_target_us=40.0, max_calls_per_graph=50)
+    out = run_bench(suite, sv, ["x"], out_root=tmp_path)
+    warm = _case(out.run_dir, "add/float32/257/warm")
+    for name in ("warpgauge", "torch"):
+        p = _prov(warm, name)
+        assert p["extra"]["replay_us"] == pytest.approx(2.43)
+        assert p["extra"]["calls_per_replay"] == 17  # ceil(40 / 2.43), not ceil(40 / 46.8) = 1
+        assert p["device_time"]["median_us"] == pytest.approx(2.43)
+    cold = _case(out.run_dir, "add/float32/257/cold")
+    assert all(p["extra"]["calls_per_replay"] == 1 for p in cold["providers"])
+
+
+def test_cudagraph_tree_lane_is_marked_excluded_from_best(tmp_path):
+    """Finding 5: the max-autotune lane (Inductor's CUDA graph trees, timed per call) pays an
+    input copy per call that the same code without graphs does not; its record says so, unless
+    its provider marked the inputs static (``Built.notes["static_inputs"]``)."""
+    import dataclasses
+
+    from warpgauge.bench.providers import Built
+
+    clock, counter = FakeClock(), Counter()
+    spec = fake_add_spec(clock, counter)
+    torch_p = next(p for p in spec.providers if p.name == "torch")
+
+    def static_build(inp, ctx):
+        b = torch_p.build(inp, ctx)
+        return Built(b.fn, b.out_buffers, {"static_inputs": True})
+
+    extra = (
+        dataclasses.replace(torch_p, name="cma", family="compile", baseline=False,
+                            compile_mode="max-autotune", graph_safe=False),
+        dataclasses.replace(torch_p, name="cma_static", family="compile", baseline=False,
+                            compile_mode="max-autotune", graph_safe=False, build=static_build),
+    )  # fmt: skip
+    spec = dataclasses.replace(spec, providers=spec.providers + extra)
+    out = run_bench(fake_suite(numels=(1024,)), fake_services(clock, spec), ["x"],
+                    out_root=tmp_path)  # fmt: skip
+    case = _case(out.run_dir, "add/float32/1024/cold")
+    assert "CUDA graph trees" in _prov(case, "cma")["extra"]["excluded_from_best"]
+    assert "excluded_from_best" not in _prov(case, "cma_static")["extra"]
+    assert "excluded_from_best" not in _prov(case, "compile")["extra"]

@@ -197,8 +197,8 @@ def _worker(job_q, res_q, lock_path, modes, device_index, log_path):  # pragma: 
     import torch
     import torch._inductor.config as inductor_config
 
+    from .errors import format_error
     from .providers import context_for, registry
-    from .runner import format_error
 
     inductor_config.compile_threads = 1
     torch.cuda.set_device(device_index)

@@ -15,151 +15,28 @@ ones, with the same suite and seeds, into the same directory.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import re
 import signal
 import threading
-import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
-from . import gates, stats, timing
+from . import clocks, timing
+from .errors import DeviceLost, Terminated, format_error
+from .measure import GroupMeasurer, PState
+from .services import QuietUI, Services, default_services
 from .suite import Group, Suite, SuiteError
+from .ui import summary_row
 
-ERROR_TAIL_LINES = 8
-ERROR_MAX_CHARS = 2000
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (e.g. ``timeout``), handled like Ctrl-C."""
-
-
-class DeviceLost(RuntimeError):
-    """The device stopped working (a sticky CUDA error); the run cannot go on."""
-
-
-def format_error(e: BaseException) -> str:
-    """``Type: message`` plus the last lines of the traceback, bounded in length."""
-    head = f"{type(e).__name__}: {e}".strip()
-    tb = traceback.format_exception(type(e), e, e.__traceback__)
-    lines = [ln.rstrip() for chunk in tb[:-1] for ln in chunk.splitlines() if ln.strip()]
-    tail = "\n".join(lines[-ERROR_TAIL_LINES:])
-    text = head if not tail else f"{head}\n{tail}"
-    return (
-        text if len(text) <= ERROR_MAX_CHARS else text[: ERROR_MAX_CHARS - 20] + " ... [truncated]"
-    )
-
-
-# ------------------------------------------------------------------------------------ services
-
-
-class QuietUI:
-    """A UI that prints nothing (tests) but remembers what it was told."""
-
-    def __init__(self):
-        self.lines: list[str] = []
-        self.done: list[str] = []
-
-    def info(self, msg: str) -> None:
-        self.lines.append(msg)
-
-    def start(self, total: int, description: str) -> None:
-        self.lines.append(f"start {total} {description}")
-
-    def case_done(self, case_id: str, row: dict) -> None:
-        self.done.append(case_id)
-
-    def stop(self) -> None:
-        pass
-
-    def summary(self, rows: list[dict], copy_tbps: float | None) -> None:
-        self.lines.append(f"summary {len(rows)}")
-
-
-@dataclass
-class Services:
-    backend: timing.Backend
-    clock: timing.Clock
-    ops: dict  # op name -> providers.OpSpec
-    artifacts: Any  # warpgauge.artifacts (or a stand-in with the same functions)
-    provenance: Callable[[], dict]
-    telemetry: Callable[[], dict]
-    measure_ceilings: Callable[[timing.Backend, Suite], dict] | None = None
-    precompile: Callable[..., dict] | None = None
-    reset_compiler: Callable[[], None] = lambda: None
-    ui: Any = field(default_factory=QuietUI)
-    make_generator: Callable[[Any, int], Any] | None = None
-    # Context held while graphs are captured and samples taken (real: torch.compile may not
-    # recompile in there; a recompile raises and the provider is recorded as an error).
-    sampling_guard: Callable[[], Any] = contextlib.nullcontext
-    # How one lane is sampled (the mode's: timing.sample_interleaved except in host mode).
-    sampler: Callable[..., list] = timing.sample_interleaved
-
-
-def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
-    """The real services: CUDA backend, NVML telemetry, the operator registry. Raises
-    RuntimeError without a CUDA device."""
-    import torch
-
-    from warpgauge import artifacts, environment
-
-    from . import ceilings, modes, precompile
-
-    if not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device is visible")
-
-    def reset_compiler():
-        torch._dynamo.reset()
-
-    def sampling_guard():
-        set_stance = getattr(torch.compiler, "set_stance", None)
-        return set_stance("fail_on_recompile") if set_stance else contextlib.nullcontext()
-
-    def measure(backend, s: Suite):
-        dtypes = sorted({g.dtype for g in s.groups})
-        return ceilings.measure_ceilings(
-            backend, dtypes, s.ceilings.copy_bytes, s.ceilings.mm_sizes
-        )
-
-    return Services(
-        backend=timing.CudaBackend(device_index),
-        clock=timing.MonotonicClock(),
-        ops=modes.specs_for(suite, device=torch.device("cuda", device_index)),
-        artifacts=artifacts,
-        provenance=lambda: environment.provenance(device_index=device_index),
-        telemetry=lambda: environment.telemetry_snapshot(device_index),
-        measure_ceilings=measure,
-        precompile=functools.partial(precompile.run_precompile, device_index=device_index),
-        reset_compiler=reset_compiler,
-        ui=ui or QuietUI(),
-        sampling_guard=sampling_guard,
-        sampler=modes.sampler_for(suite, timing.MonotonicClock()),
-    )
+__all__ = [
+    "DeviceLost", "GroupMeasurer", "PState", "QuietUI", "RunOutcome", "Runner", "Services",
+    "Terminated", "default_services", "format_error", "run_bench", "suite_for_resume",
+]  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------ state
-
-
-@dataclass
-class PState:
-    """One provider within one group (shared by the group's lanes)."""
-
-    provider: Any
-    status: str = "pending"
-    error: str | None = None
-    gate: gates.GateResult | None = None
-    setup_s: float | None = None
-    built: Any = None
-    est_us: float | None = None
-    graphs: dict = field(default_factory=dict)  # calls -> replay
-    capture_error: str | None = None
-    refs: tuple = ()
-    relative: bool = False  # the op's gate mode (OpSpec.relative_check)
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -202,11 +79,14 @@ class Runner:
         self._op_stats: dict[str, dict] = {}
         self._critical = False
         self._pending: BaseException | None = None
-        self.tracker = timing.WarmupTracker(
+        self.ceilings: dict | None = None
+        self.hung: dict = {}  # (group key, provider) -> record, from earlier sessions
+        self.tracker = clocks.ClockWarmup(
             services.clock,
-            services.backend.burst,
-            suite.sampling.burst_ms,
-            suite.sampling.burst_skip_ms,
+            services.backend.load,
+            services.clocks,
+            max_ms=suite.sampling.burst_ms,
+            skip_ms=suite.sampling.burst_skip_ms,
         )
 
     # -------------------------------------------------------------------------------- entry
@@ -235,7 +115,11 @@ class Runner:
                 t0 = clock.now()
                 self._ceilings(run)
                 phases["ceilings_s"] = clock.now() - t0
+            self.hung = {
+                (h["group"], h["provider"]): h for h in run.get("extra", {}).get("hung", [])
+            }
             self.copy_tbps = run["ceilings"].get("copy_tbps")
+            self.ceilings = run["ceilings"]
             self.flush_us = timing.measure_flush_us(sv.backend) if todo else 0.0
             groups = self._groups_todo(todo)
             if groups and sv.precompile is not None and self.suite.compile.precompile_workers > 0:
@@ -353,11 +237,11 @@ class Runner:
 
     def _ceilings(self, run: dict) -> None:
         sv = self.sv
-        sv.ui.info("measuring ceilings (device copy, torch.mm)")
-        self.tracker.before_case()
+        sv.ui.info("measuring ceilings (calibrate candidates, then 7 confirmation runs)")
+        warmup = self.tracker.before_case()
         tel_before = sv.telemetry()
         result = sv.measure_ceilings(sv.backend, self.suite)
-        self.tracker.last_end = sv.clock.now()  # the ceilings keep the clocks up like a burst
+        self.tracker.touch()  # the ceilings keep the clocks up like a warm-up
         record = {
             "schema_version": 1,
             "kind": "ceilings",
@@ -365,14 +249,21 @@ class Runner:
             "created_at": sv.artifacts.utc_now(),
             "measurements": result["measurements"],
             "telemetry": {"before": tel_before, "after": sv.telemetry()},
+            "extra": {"warmup": warmup},
         }
         run["ceilings"] = result["summary"]
         with self._critical_section():
             sv.artifacts.write_ceilings(self.run_dir, record)
             sv.artifacts.write_run(self.run_dir, run)
         s = result["summary"]
-        mm = ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in s["mm_tflops"].items())
-        sv.ui.info(f"ceilings: copy {s['copy_tbps']:.2f} TB/s; mm {mm or 'n/a'}")
+        rng = s.get("mm_tflops_range") or {}
+        mm = ", ".join(
+            f"{k} {v:.0f} TFLOP/s" + (f" ({rng[k][0]:.0f}-{rng[k][1]:.0f})" if k in rng else "")
+            for k, v in s["mm_tflops"].items()
+        )
+        crng = s.get("copy_tbps_range")
+        copy = f"{s['copy_tbps']:.2f} TB/s" + (f" ({crng[0]:.2f}-{crng[1]:.2f})" if crng else "")
+        sv.ui.info(f"ceilings (median of confirmation runs, range): copy {copy}; mm {mm or 'n/a'}")
 
     def _groups_todo(self, todo: list[str]) -> list[tuple[Group, list[str]]]:
         want = set(todo)
@@ -430,299 +321,42 @@ class Runner:
     def _run_group(self, group: Group, lanes: list[str], deadline: float) -> int:
         """Measure ``lanes`` of ``group``; returns how many lane cases were written."""
         sv = self.sv
-        spec = sv.ops[group.op]
         t0 = sv.clock.now()
-        ctx = self._context(group)
-        states: list[PState] = []
-        inputs: dict = {}
-        refs: dict = {}
-        group_error = None
-        work = (0, 0, "unavailable")
+        gm = GroupMeasurer(self, group)
         written = 0
         try:
-            try:
-                work = spec.work(ctx)
-            except Exception as e:
-                work = (0, 0, f"work model failed: {type(e).__name__}: {e}")
-            try:
-                inputs = spec.make_inputs(ctx, self._generator(ctx, group))
-            except Exception as e:
-                group_error = f"making the inputs failed: {format_error(e)}"
-                self._check_device()
-            states = [
-                self._prepare(p, spec, ctx, inputs, refs, group, group_error)
-                for p in spec.providers
-            ]
-            for st in states:  # say what went wrong now, not only in the artifact
+            gm.setup()
+            for st in gm.states:  # say what went wrong now, not only in the artifact
                 if st.status in ("error", "failed_gate"):
                     head = (st.error or "").splitlines()[0][:240]
                     sv.ui.info(f"  {group.key} {st.provider.name}: {st.status}: {head}")
             stats_op = self._op_stats.setdefault(group.op, {"start": t0, "cases": 0, "setup": {}})
-            for st in states:
+            for st in gm.states:
                 if st.setup_s:
                     fam = st.provider.family
                     stats_op["setup"][fam] = stats_op["setup"].get(fam, 0.0) + st.setup_s
             for lane in lanes:
                 if sv.clock.now() >= deadline:
                     break
-                record = self._measure_lane(group, lane, states, work, t0)
+                record = gm.measure_lane(lane, t0)
                 with self._critical_section():
                     sv.artifacts.write_case(self.run_dir, record)
                 written += 1
-                row = summary_row(record, self.copy_tbps)
-                self.summary_rows.append(row)
-                sv.ui.case_done(record["case_id"], row)
+                self._note_case(record)
         finally:
-            compiled = any(s.provider.family == "compile" and s.status != "absent" for s in states)
-            for s in states:
-                s.built, s.graphs = None, {}
-            states.clear()
-            inputs.clear()
-            refs.clear()
-            if compiled:
-                sv.reset_compiler()
-            with contextlib.suppress(Exception):
-                sv.backend.release()
+            gm.close()
             gc.collect()
         return written
 
-    def _context(self, group: Group):
-        from .providers import context_for
-
-        return context_for(
-            group.op,
-            group.dtype,
-            group.shape,
-            self.suite.settings_for(group.op),
-            self.sv.backend.device,
-        )
-
-    def _generator(self, ctx, group: Group):
-        seed = group.seed(self.suite.seed)
-        if self.sv.make_generator is not None:
-            return self.sv.make_generator(ctx.device, seed)
-        import torch
-
-        return torch.Generator(device=ctx.device).manual_seed(seed)
-
-    def _check_device(self) -> None:
-        problem = self.sv.backend.healthy()
-        if problem:
-            raise DeviceLost(problem)
-
-    def _prepare(self, p, spec, ctx, inputs, refs, group: Group, group_error) -> PState:
-        """Availability, build, gate, warm-up, estimate. Never raises for a provider's fault."""
-        sv, clock = self.sv, self.sv.clock
-        st = PState(p)
-        st.extra["reference"] = p.reference
-        if p.description:
-            st.extra["description"] = p.description
-        pre = self.precompiled.get((group.key, p.name))
-        if pre:
-            st.extra["precompile"] = pre
-        try:
-            reason = p.available(ctx)
-        except Exception as e:
-            reason = f"availability check failed: {type(e).__name__}: {e}"
-        if reason:
-            st.status, st.error = "absent", reason
-            return st
-        if group_error:
-            st.status, st.error = "error", group_error
-            return st
-        try:
-            if p.reference not in refs:
-                refs[p.reference] = tuple(spec.references[p.reference](inputs, ctx))
-        except Exception as e:
-            st.status, st.error = "error", f"computing the FP64 reference failed: {format_error(e)}"
-            self._check_device()
-            return st
-        t0 = clock.now()
-        try:
-            built = p.build(inputs, ctx)
-            build_s = clock.now() - t0
-            gate, call_s = gates.run_gate(
-                built.fn,
-                refs[p.reference],
-                device=ctx.device,
-                out_buffers=built.out_buffers,
-                out_specs=spec.out_specs(ctx),
-                sync=sv.backend.sync,
-                clock=clock.now,
-                relative=spec.relative_check,
-            )
-            st.gate = gate
-            st.refs = refs[p.reference]
-            st.relative = spec.relative_check
-            st.extra.update(built.notes)
-            st.extra["first_call_s"] = call_s
-            if not gate.ok:
-                st.status, st.error = (
-                    "failed_gate",
-                    f"output does not match the reference: {gate.detail}",
-                )
-                st.setup_s = build_s + call_s
-                return st
-            t1 = clock.now()
-            for _ in range(self.suite.sampling.warmup_calls):
-                built.fn()
-            sv.backend.sync()
-            st.setup_s = build_s + call_s + (clock.now() - t1)
-            st.est_us = timing.estimate_us(sv.backend, built.fn)
-            st.built = built
-            st.status = "ok"
-        except Exception as e:
-            st.status, st.error = "error", format_error(e)
-            st.built = None
-            self._check_device()
-        return st
-
-    def _timed_for_lane(self, st: PState, lane: str) -> timing.Timed | None:
-        """Capture (or reuse) the provider's graph for this lane and plan its samples."""
-        sv, s = self.sv, self.suite.sampling
-        p, fn = st.provider, st.built.fn
-        calls = timing.calls_per_graph(st.est_us, lane, s)
-        replay = None
-        if not p.graph_safe:
-            st.extra["capture"] = "not captured: this provider replays its own CUDA graphs"
-            calls = 1
-        elif calls in st.graphs:
-            replay = st.graphs[calls]
-        elif st.capture_error is None:
-            try:
-                replay = sv.backend.capture(fn, calls)
-                st.graphs[calls] = replay
-                if st.built.out_buffers and not self._replay_matches(st, replay):
-                    return None
-            except timing.CaptureError as e:
-                st.capture_error = str(e)
-                st.extra["capture"] = f"capture failed, timed per call: {e}"
-                self._check_device()
-        if replay is None:
-            calls = 1
-        n_dev, n_host = timing.plan_samples(st.est_us, lane, calls, self.flush_us, s)
-        return timing.Timed(p.name, fn, replay, calls, n_dev, n_host)
-
-    def _replay_matches(self, st: PState, replay) -> bool:
-        """For a provider writing into our buffers: poison them, replay the graph once, gate."""
-        bufs = st.built.out_buffers
-        gates.poison(bufs)
-        replay()
-        self.sv.backend.sync()
-        result = gates.compare_outputs(bufs if len(bufs) > 1 else bufs[0], st.refs, st.relative)
-        if not result.ok:
-            st.status = "failed_gate"
-            st.gate = result
-            st.error = f"CUDA-graph replay wrote a wrong result: {result.detail}"
-            st.built = None
-            return False
-        return True
-
-    def _measure_lane(self, group: Group, lane: str, states: list[PState], work, t0: float) -> dict:
-        sv = self.sv
-        with sv.sampling_guard():
-            return self._measure_lane_guarded(group, lane, states, work, t0)
-
-    def _measure_lane_guarded(self, group, lane, states, work, t0) -> dict:
-        sv = self.sv
-        timed: list[timing.Timed] = []
-        by_name: dict[str, PState] = {}
-        for st in states:
-            if st.status != "ok" or st.built is None:
-                continue
-            try:
-                t = self._timed_for_lane(st, lane)
-            except Exception as e:
-                st.status, st.error, st.built = (
-                    "error",
-                    f"preparing the timed call: {format_error(e)}",
-                    None,
-                )
-                self._check_device()
-                continue
-            if t is not None:
-                timed.append(t)
-                by_name[t.name] = st
-        if timed:
-            warmup = self.tracker.before_case()
-        else:  # nothing to time: no burst
-            warmup = {"burst_ms": 0.0, "skipped": True, "last_burst_ended_ms_ago": None}
-        tel_before = sv.telemetry()
-        orders = sv.sampler(sv.backend, timed, lane, self.suite.sampling.rounds)
-        tel_after = sv.telemetry()
-        for t in timed:
-            if t.error is not None:
-                by_name[t.name].status = "error"
-                by_name[t.name].error = t.error
-                by_name[t.name].built = None
-                self._check_device()
-        providers = [self._provider_record(st, next((t for t in timed if t.name == st.provider.name), None))
-                     for st in states]  # fmt: skip
-        case = {
-            "schema_version": 1,
-            "kind": "case",
-            "run_id": self.run_id,
-            "case_id": group.case_id(lane),
-            "op": group.op,
-            "dtype": group.dtype,
-            "shape": group.shape,
-            "shape_label": group.shape_label,
-            "lane": lane,
-            "work": {"bytes": int(work[0]), "flops": int(work[1])},
-            "warmup": warmup,
-            "order": [t.name for t in timed],
-            "telemetry": {"before": tel_before, "after": tel_after},
-            "created_at": sv.artifacts.utc_now(),
-            "providers": providers,
-            "extra": {
-                "work_model": work[2],
-                "rounds": orders,
-                "lane_policy": (
-                    f"cold: L2 flushed ({sv.backend.flush_bytes} bytes written) before every timed "
-                    "interval, outside it"
-                    if lane == "cold"
-                    else "warm: no flush; cache diagnostic only (inputs may stay in L2)"
-                ),
-                "flush_us": self.flush_us,
-                "seed": group.seed(self.suite.seed),
-                "group_elapsed_s": sv.clock.now() - t0,
-            },
-        }
-        sv.artifacts.fill_derived(case, self.copy_tbps)
-        return case
-
-    def _provider_record(self, st: PState, t: timing.Timed | None) -> dict:
-        p = st.provider
-        ok = st.status == "ok" and t is not None and t.error is None and bool(t.device_samples)
-        error = st.error
-        if ok and sorted(t.device_samples)[len(t.device_samples) // 2] <= 0.0:
-            ok, error = False, "device time below the event timer's resolution (median 0 us)"
-        status = "ok" if ok else ("error" if st.status == "ok" else st.status)
-        if status == "error" and not error:
-            error = "no timing samples were taken"
-        extra = dict(st.extra)
-        if t is not None:
-            extra.update({
-                "device_method": t.device_method,
-                "calls_per_replay": t.calls,
-                "est_us": st.est_us,
-            })  # fmt: skip
-        return {
-            "name": p.name,
-            "label": p.label,
-            "family": p.family,
-            "baseline": bool(p.baseline),
-            "status": status,
-            "error": None if status == "ok" else error,
-            "gate": st.gate.record() if st.gate is not None and status != "absent" else None,
-            "setup_s": st.setup_s,
-            "device_time": stats.summarize(t.device_samples) if ok else None,
-            "host_time": (stats.summarize(t.host_samples) if ok and t.host_samples else None),
-            "derived": dict.fromkeys(
-                ("tbps", "tflops", "speedup_vs_best_pytorch", "pct_copy_ceiling")
-            ),
-            "extra": extra,
-        }
+    def _note_case(self, record: dict) -> None:
+        """Remember what the exit code and the summary need; print one line."""
+        row = summary_row(record, self.copy_tbps)
+        self.summary_rows.append(row)
+        for p in record["providers"]:
+            if p["family"] == "warpgauge" and p["status"] == "failed_gate":
+                head = (p["error"] or "").splitlines()[0][:200]
+                self.sv.ui.info(f"  {record['case_id']}: warpgauge failed its gate: {head}")
+        self.sv.ui.case_done(record["case_id"], row)
 
     # -------------------------------------------------------------------------------- closing
 
@@ -741,6 +375,9 @@ class Runner:
                 "command": self.argv, "elapsed_s": elapsed, "phases": phases,
                 "stopped_because": reason,
             })  # fmt: skip
+            own, above = self._flags_of_run()
+            extra["warpgauge_failed_gate"] = own
+            extra["above_ceiling"] = above
             if reason:
                 fresh["notes"] = f"interrupted: {reason.splitlines()[0]}"
             else:
@@ -759,6 +396,11 @@ class Runner:
         sv.ui.info(
             f"{len(finished)} of {len(final['expected_cases'])} case(s) finished in {elapsed:.1f} s; run directory {self.run_dir}"
         )
+        if above:
+            sv.ui.info(f"rate above the run's ceiling (flagged in the case files): {_head(above)}")
+        if own:
+            sv.ui.info(f"warpgauge FAILED ITS OWN GATE in {len(own)} case(s): {_head(own)}")
+            code = EXIT_OWN_GATE
         if final["status"] != "complete":
             sv.ui.info(f"run {self.run_id} is INTERRUPTED: {reason or 'cases are missing'}")
             sv.ui.info(f"finished: {_head(finished)}")
@@ -770,6 +412,42 @@ class Runner:
                 else (3 if reason and reason.startswith("time budget") else 1)
             )
         return RunOutcome(code, self.run_dir, final["status"], finished, missing, reason)
+
+    def provider_stuck(self, group_key: str, name: str, what: str, limit_s: float) -> None:
+        """Called from the watchdog thread while the main thread is blocked in the driver: record
+        the hung provider in run.json, say so, and end the process (the CUDA context cannot be
+        recovered in-process). ``--resume`` skips that provider and measures the rest."""
+        sv, art = self.sv, self.sv.artifacts
+        try:
+            run = art.read_json(self.run_dir / art.RUN_FILE)
+            entry = {"group": group_key, "provider": name, "what": what, "limit_s": limit_s,
+                     "at": art.utc_now()}  # fmt: skip
+            run.setdefault("extra", {}).setdefault("hung", []).append(entry)
+            run["status"] = "interrupted"
+            run["notes"] = f"interrupted: {what} hung inside the driver"
+            art.write_run(self.run_dir, run)
+            sv.ui.info(
+                f"{group_key} {name}: {what} did not return within {limit_s:g} s (blocked in the "
+                f"driver); recorded in run.json. To finish the run without it: "
+                f"warpgauge bench --resume {self.run_dir}"
+            )
+        finally:
+            sv.exit_process(EXIT_HUNG)
+
+    def _flags_of_run(self) -> tuple[list[str], list[str]]:
+        """Every case on disk (all sessions): warpgauge providers that failed their gate, and
+        providers flagged above the run's ceiling."""
+        own, above = [], []
+        for case in self.sv.artifacts.load_run(self.run_dir).cases:
+            if not isinstance(case, dict):
+                continue
+            for p in case.get("providers", []):
+                tag = f"{case.get('case_id')} {p.get('name')}"
+                if p.get("family") == "warpgauge" and p.get("status") == "failed_gate":
+                    own.append(tag)
+                if (p.get("extra") or {}).get("above_ceiling"):
+                    above.append(tag)
+        return own, above
 
     # -------------------------------------------------------------------------------- signals
 
@@ -810,34 +488,15 @@ class Runner:
                 raise exc
 
 
+EXIT_OWN_GATE = 4  # the run finished, but a warpgauge provider failed its gate somewhere
+EXIT_HUNG = 5  # a provider hung inside the driver: recorded, the process ended; --resume goes on
+
+
 def _head(ids: list[str], n: int = 12) -> str:
     if not ids:
         return "none"
     more = f" ... and {len(ids) - n} more" if len(ids) > n else ""
     return ", ".join(ids[:n]) + more
-
-
-def summary_row(case: dict, copy_tbps: float | None) -> dict:
-    """One line of the end-of-run table: warpgauge vs the best PyTorch provider."""
-    wg = next((p for p in case["providers"] if p["family"] == "warpgauge"), None)
-    from warpgauge.artifacts import best_pytorch
-
-    best = best_pytorch(case)
-    wg_ok = wg is not None and wg["status"] == "ok"
-    return {
-        "case_id": case["case_id"],
-        "op": case["op"],
-        "dtype": case["dtype"],
-        "shape": case["shape_label"],
-        "lane": case["lane"],
-        "wg_status": wg["status"] if wg else "absent",
-        "wg_us": wg["device_time"]["median_us"] if wg_ok else None,
-        "best_name": best["name"] if best else None,
-        "best_us": best["device_time"]["median_us"] if best else None,
-        "speedup": wg["derived"]["speedup_vs_best_pytorch"] if wg_ok else None,
-        "tbps": wg["derived"]["tbps"] if wg_ok else None,
-        "pct_copy": wg["derived"]["pct_copy_ceiling"] if wg_ok else None,
-    }
 
 
 def run_bench(

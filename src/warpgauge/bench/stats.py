@@ -57,3 +57,33 @@ def summarize(samples_us: Sequence[float]) -> dict | None:
         "n": len(xs),
         "samples_us": xs,
     }
+
+
+Z95 = 1.959963984540054  # two-sided 95 % normal quantile
+
+
+def median_ci(samples: Sequence[float], z: float = Z95) -> tuple[float, float] | None:
+    """Distribution-free ~95 % confidence interval of the median from order statistics: with
+    ``n`` sorted samples, the ``j``-th and ``k``-th smallest (1-based) for
+    ``j = floor((n - z sqrt(n)) / 2)`` and ``k = ceil((n + z sqrt(n)) / 2)``, clamped to
+    ``[1, n]`` (for small ``n`` the interval is the whole range). None for fewer than 2 samples."""
+    n = len(samples)
+    if n < 2:
+        return None
+    srt = sorted(float(x) for x in samples)
+    half = z * math.sqrt(n)
+    j = max(1, math.floor((n - half) / 2))
+    k = min(n, math.ceil((n + half) / 2))
+    return srt[j - 1], srt[k - 1]
+
+
+def median_rse(samples: Sequence[float]) -> float | None:
+    """Relative standard error of the median: half the width of :func:`median_ci` divided by
+    ``z`` and by the median. None for fewer than 2 samples or a zero median."""
+    ci = median_ci(samples)
+    if ci is None:
+        return None
+    med = median(samples)
+    if med <= 0:
+        return None
+    return (ci[1] - ci[0]) / (2 * Z95) / med

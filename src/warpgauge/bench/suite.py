@@ -70,6 +70,11 @@ class Sampling:
     burst_ms: float = 200.0
     burst_skip_ms: float = 250.0
     host_calls: int = 200  # host mode: back-to-back eager calls per host-time sample
+    # The stopping rule and the fault limit (bench/timing.py StopRule; bench/errors.py time_limit)
+    max_rse: float = 0.01  # stop once the median's relative standard error is at most this
+    max_rounds: int = 16
+    batch_ms: float = 2.0  # device time one provider's batch aims at within a round
+    provider_timeout_s: float = 300.0  # one provider's build+gate, capture, or batch; 0: none
 
     def check(self) -> Sampling:
         problems = []

@@ -22,13 +22,22 @@ inside it. Warm lane: no flush; one untimed replay/call primes the cache before 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .device import CaptureError, CudaBackend, Graph
 from .suite import Sampling
+
+__all__ = [
+    "CaptureError",
+    "CudaBackend",
+    "Graph",
+]  # re-exported: the device side lives in device.py
 
 
 class Clock(Protocol):
@@ -53,163 +62,58 @@ class Backend(Protocol):
     def elapsed_us(self, start, end) -> float: ...
     def sync(self) -> None: ...
     def flush(self) -> None: ...
-    def burst(self, ms: float) -> None: ...
-    def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]: ...
+    def load(self, ms: float) -> None: ...
+    def capture(self, fn: Callable[[], Any], calls: int) -> Graph: ...
     def release(self) -> None: ...
     def healthy(self) -> str | None: ...
 
 
-class CaptureError(RuntimeError):
-    """A closure could not be captured into a CUDA graph (it is timed per call instead)."""
+# ------------------------------------------------------------------------------------ order
 
 
-# ------------------------------------------------------------------------------------ CUDA
-
-
-class CudaBackend:
-    """Events, L2 flush, clock burst and graph capture on one CUDA device."""
-
-    FLUSH_L2_MULTIPLE = 4
-    MIN_FLUSH_BYTES = 64 << 20
-
-    def __init__(self, device_index: int = 0):
-        import torch
-
-        self._torch = torch
-        self.device = torch.device("cuda", device_index)
-        torch.cuda.set_device(self.device)
-        props = torch.cuda.get_device_properties(self.device)
-        self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0)
-        want = max(self.FLUSH_L2_MULTIPLE * self.l2_bytes, self.MIN_FLUSH_BYTES)
-        self.flush_bytes = (want + (1 << 20) - 1) // (1 << 20) * (1 << 20)
-        self._flush_buf = torch.empty(self.flush_bytes, dtype=torch.uint8, device=self.device)
-        self._burst_mats = None
-        self._burst_mm_s = None
-        self._graphs: list = []
-
-    # events
-    def events(self, n: int) -> list:
-        return [self._torch.cuda.Event(enable_timing=True) for _ in range(n)]
-
-    def record(self, event) -> None:
-        event.record()
-
-    def elapsed_us(self, start, end) -> float:
-        return start.elapsed_time(end) * 1000.0
-
-    def sync(self) -> None:
-        self._torch.cuda.synchronize(self.device)
-
-    def flush(self) -> None:
-        """Enqueue a write of ``flush_bytes`` (>= 4x L2): evicts whatever the last call left in L2."""
-        self._flush_buf.fill_(0x5A)
-
-    def burst(self, ms: float) -> None:
-        """Keep the GPU busy with BF16 matmuls for about ``ms`` milliseconds (clock warm-up)."""
-        torch = self._torch
-        if ms <= 0:
-            return
-        if self._burst_mats is None:
-            g = torch.Generator(device=self.device).manual_seed(0)
-            a = torch.randn(4096, 4096, device=self.device, dtype=torch.bfloat16, generator=g)
-            self._burst_mats = (a, a.T.contiguous())
-        a, b = self._burst_mats
-        if self._burst_mm_s is None:
-            torch.mm(a, b)
-            self.sync()
-            e0, e1 = self.events(2)
-            e0.record()
-            for _ in range(10):
-                torch.mm(a, b)
-            e1.record()
-            self.sync()
-            self._burst_mm_s = max(e0.elapsed_time(e1) / 10 / 1000.0, 1e-6)
-        deadline = time.perf_counter() + ms / 1000.0
-        chunk = max(1, min(200, int(0.02 / self._burst_mm_s)))  # ~20 ms of work per chunk
-        while time.perf_counter() < deadline:
-            for _ in range(chunk):
-                torch.mm(a, b)
-            self.sync()
-
-    def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], None]:
-        torch = self._torch
-        try:
-            side = torch.cuda.Stream(device=self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                fn()  # the documented warm-up on a side stream before capture
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            self.sync()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                for _ in range(calls):
-                    fn()
-            self.sync()
-        except Exception as e:
-            with contextlib.suppress(Exception):
-                self.sync()
-            raise CaptureError(f"{type(e).__name__}: {e}") from e
-        self._graphs.append(graph)
-        return graph.replay
-
-    def release(self) -> None:
-        """Drop the graphs captured so far and return cached memory to the device."""
-        self._graphs.clear()
-        self.sync()
-        self._torch.cuda.empty_cache()
-
-    def healthy(self) -> str | None:
-        """None if the device still works, else why not (a sticky CUDA error kills the context)."""
-        torch = self._torch
-        try:
-            self.sync()
-            t = torch.ones(16, device=self.device)
-            if float((t + t).sum()) != 32.0:
-                return "a trivial kernel returned a wrong result"
-        except Exception as e:
-            return f"{type(e).__name__}: {e}"
-        return None
-
-
-# ------------------------------------------------------------------------------------ warm-up
-
-
-class WarmupTracker:
-    """Clock warm-up: a ~``burst_ms`` burst before each case unless the previous burst ended less
-    than ``skip_ms`` ago. ``before_case`` returns the case artifact's ``warmup`` field."""
-
-    def __init__(
-        self, clock: Clock, burst: Callable[[float], None], burst_ms: float, skip_ms: float
-    ):
-        self.clock = clock
-        self._burst = burst
-        self.burst_ms = float(burst_ms)
-        self.skip_ms = float(skip_ms)
-        self.last_end: float | None = None
-
-    def before_case(self) -> dict:
-        now = self.clock.now()
-        ago = None if self.last_end is None else max(0.0, (now - self.last_end) * 1000.0)
-        if self.burst_ms <= 0 or (ago is not None and ago < self.skip_ms):
-            return {"burst_ms": 0.0, "skipped": True, "last_burst_ended_ms_ago": ago}
-        t0 = self.clock.now()
-        self._burst(self.burst_ms)
-        t1 = self.clock.now()
-        self.last_end = t1
-        return {"burst_ms": (t1 - t0) * 1000.0, "skipped": False, "last_burst_ended_ms_ago": ago}
-
-
-# ------------------------------------------------------------------------------------ sampling
-
-
-def rotation(names: Sequence[str], round_index: int) -> list[str]:
-    """Provider order in round ``round_index``: the base order rotated left by the round number,
-    so every provider leads one round in turn and none always follows the same neighbour."""
-    names = list(names)
-    if not names:
+def williams_rows(n: int) -> list[list[int]]:
+    """A balanced Latin square (Williams design) on ``n`` items: every item leads one row, and
+    every ordered pair of items is adjacent equally often (once in ``n`` rows for even ``n``;
+    for odd ``n`` the square and its mirror give ``2n`` rows in which each pair is adjacent twice)."""
+    if n <= 0:
         return []
-    k = round_index % len(names)
-    return names[k:] + names[:k]
+    if n == 1:
+        return [[0]]
+    first = [0]
+    lo, hi = 1, n - 1
+    take_lo = True
+    while len(first) < n:
+        if take_lo:
+            first.append(lo)
+            lo += 1
+        else:
+            first.append(hi)
+            hi -= 1
+        take_lo = not take_lo
+    rows = [[(v + r) % n for v in first] for r in range(n)]
+    if n % 2:
+        rows += [list(reversed(row)) for row in rows]
+    return rows
+
+
+def round_orders(names: Sequence[str], rounds: int, seed: int) -> list[list[str]]:
+    """Provider order of each round: the rows of a Williams square over a seeded shuffle of
+    ``names``, the rows themselves taken in a seeded order. No provider always leads, none always
+    follows the same neighbour, and which provider leads round 0 depends on the seed (the case),
+    not on the order providers are declared in."""
+    names = list(names)
+    if not names or rounds <= 0:
+        return []
+    rng = random.Random(seed)
+    perm = names[:]
+    rng.shuffle(perm)
+    rows = williams_rows(len(perm))
+    out: list[list[str]] = []
+    while len(out) < rounds:
+        block = rows[:]
+        rng.shuffle(block)
+        out += [[perm[i] for i in row] for row in block]
+    return out[:rounds]
 
 
 def spread(n: int, rounds: int) -> list[int]:
@@ -221,34 +125,30 @@ def spread(n: int, rounds: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(rounds)]
 
 
-def calls_per_graph(est_us: float, lane: str, s: Sampling) -> int:
-    """Calls captured per graph: 1 in the cold lane (a flush precedes every call); in the warm
-    lane enough that one replay lasts about ``graph_target_us``, at most ``max_calls_per_graph``."""
+# ------------------------------------------------------------------------------------ graph size
+
+
+def calls_per_graph(replay_us: float, lane: str, s: Sampling) -> int:
+    """Calls captured per graph, from the device time of one replay of a one-call graph.
+
+    Cold lane: 1 (a flush precedes every call). Warm lane: enough calls that one replay lasts
+    about ``graph_target_us`` of device time, at most ``max_calls_per_graph``. Replaying a graph
+    costs a roughly fixed launch latency L (a few us) that lands inside the timed interval;
+    divided over N calls of device time d each it adds L / (N d) ~ L / graph_target_us to every
+    provider alike, whatever its own d (1-2 % at 200 us), except for providers whose d is so
+    short that N hits the cap. ``replay_us`` includes L, so N is never overestimated."""
     if lane == "cold":
         return 1
-    if est_us <= 0:
+    if not replay_us or replay_us <= 0:
         return s.max_calls_per_graph
-    return int(min(s.max_calls_per_graph, max(1, math.ceil(s.graph_target_us / est_us - 1e-6))))
+    n = math.ceil(s.graph_target_us / replay_us - 1e-6)
+    return int(min(s.max_calls_per_graph, max(1, n)))
 
 
 SYNC_OVERHEAD_US = 20.0  # host cost of a synchronize + two event records, for budgeting only
 
 
-def plan_samples(
-    est_us: float, lane: str, calls: int, flush_us: float, s: Sampling
-) -> tuple[int, int]:
-    """(device samples, host samples) for one provider in one lane within ``target_ms``."""
-    budget_us = s.target_ms * 1000.0
-    cold_us = flush_us if lane == "cold" else 0.0
-    per_dev = max(est_us, 0.01) * calls + cold_us + 2.0
-    n_dev = int(budget_us * (1.0 - s.host_share) / per_dev)
-    n_dev = max(s.min_samples, min(s.max_samples, n_dev))
-    if s.host_share <= 0:
-        return n_dev, 0
-    per_host = max(est_us, 0.01) + cold_us + SYNC_OVERHEAD_US
-    n_host = int(budget_us * s.host_share / per_host)
-    n_host = max(min(s.min_samples, s.max_host_samples), min(s.max_host_samples, n_host))
-    return n_dev, n_host
+# ------------------------------------------------------------------------------------ sampling
 
 
 @dataclass
@@ -257,17 +157,32 @@ class Timed:
 
     name: str
     fn: Callable[[], Any]  # the provider's closure (host+device samples)
-    replay: Callable[[], None] | None  # CUDA-graph replay of ``calls`` calls, or None
+    replay: Graph | Callable[[], None] | None  # replay of a graph of ``calls`` calls, or None
     calls: int  # calls per replay (1 without a graph)
-    n_device: int
-    n_host: int
+    est_us: float  # device time of one call, for sizing batches
     device_samples: list[float] = field(default_factory=list)
+    device_flags: list[bool | None] = field(default_factory=list)  # throttled, per sample
     host_samples: list[float] = field(default_factory=list)
+    batches: list[dict] = field(default_factory=list)
     error: str | None = None
+    exception: BaseException | None = None
+    spent_s: float = 0.0
+    stopped: str | None = None  # why sampling stopped: noise, max_samples, time_cap, max_rounds
+    noise: float | None = None  # relative standard error of the device median at the end
 
     @property
     def device_method(self) -> str:
         return "graph" if self.replay is not None else "events"
+
+    def kept(self, min_samples: int) -> list[float]:
+        """Device samples used for the statistics: the unthrottled ones, unless fewer than
+        ``min_samples`` of them exist (then every sample, and the record says so)."""
+        good = [x for x, f in zip(self.device_samples, self.device_flags) if not f]
+        return good if len(good) >= min_samples else list(self.device_samples)
+
+    @property
+    def n_throttled(self) -> int:
+        return sum(1 for f in self.device_flags if f)
 
 
 def device_batch(backend: Backend, t: Timed, k: int, cold: bool) -> list[float]:
@@ -306,39 +221,148 @@ def host_batch(backend: Backend, t: Timed, k: int, cold: bool) -> list[float]:
     return [backend.elapsed_us(ev[2 * i], ev[2 * i + 1]) for i in range(k)]
 
 
-def sample_interleaved(
+@dataclass(frozen=True)
+class StopRule:
+    """When one provider's sampling in one lane stops (docs/methodology.md, "How many samples").
+
+    After every round: stop once at least ``min_rounds`` rounds and ``min_samples`` unthrottled
+    device samples are in and the median's relative standard error is at most ``max_rse``; or at
+    ``max_samples`` device samples; or once ``cap_s`` seconds were spent sampling it; or after
+    ``max_rounds`` rounds."""
+
+    min_samples: int = 10
+    max_samples: int = 400
+    max_rse: float = 0.01
+    min_rounds: int = 3
+    max_rounds: int = 16
+    cap_s: float = 0.08
+    batch_s: float = 0.002  # device time one batch of one provider aims at
+    host_samples: int = 30  # host+device samples wanted, spread over the first min_rounds
+
+    @classmethod
+    def from_sampling(cls, s: Sampling) -> StopRule:
+        return cls(
+            min_samples=s.min_samples,
+            max_samples=s.max_samples,
+            max_rse=getattr(s, "max_rse", 0.01),
+            min_rounds=s.rounds,
+            max_rounds=max(s.rounds, getattr(s, "max_rounds", 16)),
+            cap_s=s.target_ms / 1000.0,
+            batch_s=getattr(s, "batch_ms", 2.0) / 1000.0,
+            host_samples=s.max_host_samples if s.host_share > 0 else 0,
+        )
+
+    def record(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def batch_size(self, t: Timed, per_sample_us: float) -> int:
+        """Samples in this provider's next batch: about ``batch_s`` of device time, at least
+        enough to reach ``min_samples`` in ``min_rounds`` rounds, at most a ``min_rounds``-th of
+        ``max_samples`` (so that the samples spread over rounds) and never past ``max_samples``."""
+        rounds = max(1, self.min_rounds)
+        first = math.ceil(self.min_samples / rounds)
+        most = max(first, math.ceil(self.max_samples / rounds))
+        by_time = int(self.batch_s * 1e6 / max(per_sample_us, 0.01))
+        k = max(first, min(most, by_time))
+        return max(1, min(self.max_samples - len(t.device_samples), k))
+
+
+def sample_rounds(
     backend: Backend,
     timed: Sequence[Timed],
     lane: str,
-    rounds: int,
+    rule: StopRule,
+    *,
+    seed: int = 0,
+    clock: Clock | None = None,
+    reader: Any = None,
+    flush_us: float = 0.0,
+    after_batch: Callable[[Timed], None] | None = None,
     on_error: Callable[[Timed, BaseException], None] | None = None,
-) -> list[list[str]]:
-    """Sample every provider in ``timed`` over ``rounds`` rounds, in rotating order. A provider
-    that raises stops being sampled (its ``error`` is set; ``on_error`` is told); the others go
-    on. Returns the order used in each round."""
+    guard: Callable[[Timed], Any] | None = None,
+) -> list[dict]:
+    """Sample every provider in ``timed`` in rounds until each meets ``rule``.
+
+    Each round runs the providers still sampling in a balanced, seeded order (``round_orders``);
+    each takes one batch of device samples (and host samples in the first ``min_rounds``
+    rounds). NVML is read (``reader``) before the round and after every batch, outside every
+    timed interval; a batch bracketed by a reading below 75 % of the max SM clock has its
+    samples flagged throttled, and throttled samples do not count toward the stopping rule, so
+    a throttled batch is re-measured in a later round. ``after_batch`` runs after each batch
+    (the runner checks that the inputs are unchanged); ``guard(t)`` is a context held around
+    each batch (the runner's per-provider time limit). A provider that raises in either, or
+    while sampling, stops being sampled (its ``error`` and ``exception`` are set). Returns one
+    record per round: ``{order, clock}`` (the reading before the round)."""
+    from . import clocks as clk
+    from .stats import median_rse
+
+    clock = clock or MonotonicClock()
     cold = lane == "cold"
-    names = [t.name for t in timed]
     by_name = {t.name: t for t in timed}
-    rounds = max(1, min(rounds, max((t.n_device for t in timed), default=1)))
-    dev_split = {t.name: spread(t.n_device, rounds) for t in timed}
-    host_split = {t.name: spread(t.n_host, rounds) for t in timed}
-    orders = []
-    for r in range(rounds):
-        order = rotation(names, r)
-        orders.append(order)
-        for name in order:
+    orders = round_orders([t.name for t in timed], rule.max_rounds, seed)
+    rounds: list[dict] = []
+    host_per_round = math.ceil(rule.host_samples / max(1, rule.min_rounds))
+
+    def read():
+        return reader.read() if reader is not None else None
+
+    for r, order in enumerate(orders):
+        active = [n for n in order if by_name[n].error is None and by_name[n].stopped is None]
+        if not active:
+            break
+        before = read()
+        rounds.append({"order": active, "clock": None if before is None else before.record()})
+        last = before
+        for name in active:
+            t = by_name[name]
+            per = max(t.est_us, 0.01) * t.calls + (flush_us if cold else 0.0)
+            k = rule.batch_size(t, per)
+            by_time = math.ceil(rule.batch_s * 1e6 / (per + SYNC_OVERHEAD_US))
+            kh = max(0, min(host_per_round, by_time, rule.host_samples - len(t.host_samples)))
+            t0 = clock.now()
+            try:
+                with guard(t) if guard is not None else contextlib.nullcontext():
+                    dev = device_batch(backend, t, k, cold)
+                    host = host_batch(backend, t, kh, cold)
+                after = read()
+                flag_a, flag_b = clk.throttled(last), clk.throttled(after)
+                flag = None if flag_a is None and flag_b is None else bool(flag_a or flag_b)
+                t.device_samples += dev
+                t.device_flags += [flag] * len(dev)
+                t.host_samples += host
+                t.batches.append({
+                    "round": r, "n": len(dev), "sm_mhz": None if after is None else after.sm_mhz,
+                    "reasons": [] if after is None else list(after.reasons), "throttled": flag,
+                })  # fmt: skip
+                last = after
+                if after_batch is not None:
+                    after_batch(t)
+            except Exception as e:  # a provider failing mid-sampling loses its samples, not the run
+                t.error = f"while sampling: {type(e).__name__}: {e}"
+                t.exception = e
+                t.device_samples, t.host_samples, t.device_flags = [], [], []
+                if on_error is not None:
+                    on_error(t, e)
+                continue
+            finally:
+                t.spent_s += clock.now() - t0
+        for name in active:
             t = by_name[name]
             if t.error is not None:
                 continue
-            try:
-                t.device_samples += device_batch(backend, t, dev_split[name][r], cold)
-                t.host_samples += host_batch(backend, t, host_split[name][r], cold)
-            except Exception as e:  # a provider failing mid-sampling loses its samples, not the run
-                t.error = f"while sampling: {type(e).__name__}: {e}"
-                t.device_samples, t.host_samples = [], []
-                if on_error is not None:
-                    on_error(t, e)
-    return orders
+            good = [x for x, f in zip(t.device_samples, t.device_flags) if not f]
+            t.noise = median_rse(t.kept(rule.min_samples))
+            enough = r + 1 >= rule.min_rounds and len(good) >= rule.min_samples
+            if enough and t.noise is not None and t.noise <= rule.max_rse:
+                t.stopped = "noise"
+            if t.stopped is None and len(t.device_samples) >= rule.max_samples:
+                t.stopped = "max_samples"
+            if t.stopped is None and t.spent_s >= rule.cap_s and r + 1 >= rule.min_rounds:
+                t.stopped = "time_cap"
+    for t in timed:
+        if t.error is None and t.stopped is None:
+            t.stopped = "max_rounds"
+    return rounds
 
 
 def estimate_us(backend: Backend, fn: Callable[[], Any], calls: int = 3) -> float:
@@ -350,6 +374,24 @@ def estimate_us(backend: Backend, fn: Callable[[], Any], calls: int = 3) -> floa
         backend.record(ev[2 * i + 1])
     backend.sync()
     xs = sorted(backend.elapsed_us(ev[2 * i], ev[2 * i + 1]) for i in range(calls))
+    return xs[len(xs) // 2]
+
+
+def replay_device_us(backend: Backend, graph: Callable[[], None], n: int = 5) -> float:
+    """Device time of one replay of ``graph`` (median of ``n``), with the host kept ahead of the
+    device: two L2 flushes are enqueued first, so the replays are already queued when the device
+    reaches the first start event and the intervals hold no host launch time. (Timing replays
+    back to back on an idle device would measure the host's launch path for short graphs.)"""
+    backend.sync()
+    backend.flush()
+    backend.flush()
+    ev = backend.events(2 * n)
+    for i in range(n):
+        backend.record(ev[2 * i])
+        graph()
+        backend.record(ev[2 * i + 1])
+    backend.sync()
+    xs = sorted(backend.elapsed_us(ev[2 * i], ev[2 * i + 1]) for i in range(n))
     return xs[len(xs) // 2]
 
 

@@ -129,3 +129,26 @@ class PlainUI:
                 f"{_fmt(r['wg_us'], '.2f')} us, best {r['best_name']} {_fmt(r['best_us'], '.2f')} us, "
                 f"speedup {_fmt(r['speedup'], '.2f')}, {_fmt(r['tbps'], '.2f')} TB/s"
             )
+
+
+def summary_row(case: dict, copy_tbps: float | None) -> dict:
+    """One line of the end-of-run table: warpgauge vs the best PyTorch provider."""
+    wg = next((p for p in case["providers"] if p["family"] == "warpgauge"), None)
+    from warpgauge.artifacts import best_pytorch
+
+    best = best_pytorch(case)
+    wg_ok = wg is not None and wg["status"] == "ok"
+    return {
+        "case_id": case["case_id"],
+        "op": case["op"],
+        "dtype": case["dtype"],
+        "shape": case["shape_label"],
+        "lane": case["lane"],
+        "wg_status": wg["status"] if wg else "absent",
+        "wg_us": wg["device_time"]["median_us"] if wg_ok else None,
+        "best_name": best["name"] if best else None,
+        "best_us": best["device_time"]["median_us"] if best else None,
+        "speedup": wg["derived"]["speedup_vs_best_pytorch"] if wg_ok else None,
+        "tbps": wg["derived"]["tbps"] if wg_ok else None,
+        "pct_copy": wg["derived"]["pct_copy_ceiling"] if wg_ok else None,
+    }

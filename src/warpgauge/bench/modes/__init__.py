@@ -74,15 +74,15 @@ def specs_for(suite, *, sm_count: int | None = None, device=None) -> dict:
 
 
 def sampler_for(suite, clock):
-    """The sampling function the runner calls for one lane (``timing.sample_interleaved`` except
-    in host mode)."""
+    """The sampling function the runner calls for one lane (``timing.sample_rounds`` except in
+    host mode: then 3 x ``sampling.rounds`` host-loop samples per provider)."""
     from .. import timing
 
     if suite.mode == "host":
         from .host import HostSampler
 
-        return HostSampler(clock, suite.sampling.host_calls)
-    return timing.sample_interleaved
+        return HostSampler(clock, suite.sampling.host_calls, 3 * suite.sampling.rounds)
+    return timing.sample_rounds
 
 
 def job_config(suite, group) -> dict:

@@ -66,37 +66,43 @@ def host_loop(backend, clock, fn: Callable, calls: int) -> tuple[float, float]:
 
 
 class HostSampler:
-    """The runner's sampler in host mode: ``timing.sample_interleaved`` for the device samples,
-    then the host-bound loops (module docstring). Same signature as ``sample_interleaved``."""
+    """The runner's sampler in host mode: ``timing.sample_rounds`` for the device samples, then
+    the host-bound loops (module docstring), in a seeded balanced order (``timing.round_orders``)
+    with the runner's per-provider guard around each loop. Same signature as ``sample_rounds``."""
 
-    def __init__(self, clock, calls: int, rounds: int | None = None):
+    def __init__(self, clock, calls: int, rounds: int = 9):
         self.clock = clock
         self.calls = max(1, int(calls))
-        self.rounds = rounds
+        self.rounds = max(1, int(rounds))
         self.device_bound: dict[str, int] = {}
 
-    def __call__(self, backend, timed: Sequence[timing.Timed], lane: str, rounds: int, *args,
-                 **kwargs):  # fmt: skip
-        orders = timing.sample_interleaved(backend, timed, lane, rounds, *args, **kwargs)
-        host_rounds = self.rounds or max(rounds, 1) * 3
+    def __call__(self, backend, timed: Sequence[timing.Timed], lane: str, rule, *args, **kwargs):
+        import contextlib
+
+        out = timing.sample_rounds(backend, timed, lane, rule, *args, **kwargs)
+        guard = kwargs.get("guard") or (lambda t: contextlib.nullcontext())
         names = [t.name for t in timed if t.error is None]
         by_name = {t.name: t for t in timed}
         for t in timed:
             t.host_samples = []
-            t.fn()  # one untimed call: caches primed after the device sampling
+        for t in timed:
+            if t.error is None:
+                t.fn()  # one untimed call: caches primed after the device sampling
         enabled = gc.isenabled()
         gc.disable()
         try:
-            for r in range(host_rounds):
-                for name in timing.rotation(names, r):
+            for order in timing.round_orders(names, self.rounds, kwargs.get("seed", 0)):
+                for name in order:
                     t = by_name[name]
                     if t.error is not None:
                         continue
                     try:
-                        host_us, wall_us = host_loop(backend, self.clock, t.fn, self.calls)
+                        with guard(t):
+                            host_us, wall_us = host_loop(backend, self.clock, t.fn, self.calls)
                     except Exception as e:
                         t.error = f"while sampling host time: {type(e).__name__}: {e}"
-                        t.device_samples, t.host_samples = [], []
+                        t.exception = e
+                        t.host_samples = []
                         continue
                     t.host_samples.append(host_us)
                     if wall_us > 1.5 * host_us:
@@ -104,4 +110,4 @@ class HostSampler:
         finally:
             if enabled:
                 gc.enable()
-        return orders
+        return out
