@@ -68,7 +68,7 @@ def test_provider_flag_adds_gated_providers(plugin_dir):
     # loading twice in one process registers once; the suite records the plug-in for --resume
     modes.specs_for(s)
     assert [p.name for p in modes.specs_for(s)["softmax"].providers].count("mine") == 1
-    assert s.to_config()["selection"]["plugins"] == ["wg_plugin_good:register"]
+    assert s.to_config()["providers"]["plugins"] == ["wg_plugin_good:register"]
     only = modes.specs_for(s.with_overrides(only=["mine", "torch"]))["softmax"]
     assert [p.name for p in only.providers] == ["torch", "mine"]
 

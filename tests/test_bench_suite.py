@@ -119,9 +119,10 @@ def test_config_round_trip():
     assert Suite.from_config(s.to_config()) == s
     cfg = s.to_config()
     assert {"name", "lanes", "ops", "quick", "seed", "sampling", "mode"} <= set(cfg)
-    assert cfg["mode"] == "host" and cfg["selection"]["plugins"] == ["a.b:c"]
+    assert cfg["mode"] == "host" and cfg["providers"]["plugins"] == ["a.b:c"]
+    assert cfg["selection"] == {"ops": None, "lanes": None, "quick": True}
     old = dict(cfg)
-    for k in ("mode", "selection", "shape_set"):
+    for k in ("mode", "selection", "shape_set", "providers", "source_sha256"):
         old.pop(k)
     assert Suite.from_config(old).mode == "fwd"  # runs recorded before modes existed
     with pytest.raises(SuiteError, match="unknown mode"):

@@ -15,7 +15,7 @@ published by an installed package in the ``warpgauge.providers`` entry-point gro
     mine = "my_package.bench:register"
 
 ``warpgauge bench`` resolves the entry points it finds to their ``module:function`` and records
-every plug-in in ``config.selection.plugins``, so ``--resume`` and the precompile workers load the
+every plug-in in ``config.providers.plugins``, so ``--resume`` and the precompile workers load the
 same ones. A plug-in provider is gated like any other (wrong results are never timed); its family
 is ``peer`` unless it says otherwise, and it can never be the baseline. ``examples/plugin/``
 holds a runnable example.

@@ -17,6 +17,7 @@ Nothing here imports torch: dtypes are names ("float16", "bfloat16", "float32").
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import zlib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -185,6 +186,8 @@ class Suite:
     providers_only: tuple[str, ...] = ()  # provider names ("name" or "op.name") to keep
     providers_skip: tuple[str, ...] = ()  # provider names to leave out
     plugins: tuple[str, ...] = ()  # "package.module:function" provider plug-ins
+    source_sha256: str = ""  # of the suite's TOML text: validate re-resolves a packaged suite
+    selection: dict = field(default_factory=dict)  # the group filters applied: {ops, lanes, quick}
 
     @property
     def ops(self) -> list[str]:
@@ -223,8 +226,15 @@ class Suite:
                 "mm_sizes": list(self.ceilings.mm_sizes),
             },
             "op_settings": {k: dict(v) for k, v in self.op_settings.items()},
+            "source_sha256": self.source_sha256,
+            # group filters (validate re-resolves a packaged suite with them); a shape filter
+            # makes that check a subset check
             "selection": {
-                "shapes": list(self.shape_filter),
+                **dict(self.selection),
+                **({"shapes": list(self.shape_filter)} if self.shape_filter else {}),
+            },
+            # provider filters and plug-ins (they change the providers, never the cases)
+            "providers": {
                 "only": list(self.providers_only),
                 "skip": list(self.providers_skip),
                 "plugins": list(self.plugins),
@@ -247,7 +257,8 @@ class Suite:
             comp["modes"] = tuple(comp.get("modes", CompileSettings.modes))
             ceil = dict(cfg.get("ceilings", {}))
             ceil["mm_sizes"] = tuple(ceil.get("mm_sizes", CeilingSettings.mm_sizes))
-            sel = cfg.get("selection", {})
+            sel = dict(cfg.get("selection", {}))
+            provs = cfg.get("providers", {})
             return cls(
                 name=cfg["name"],
                 groups=groups,
@@ -263,10 +274,12 @@ class Suite:
                 source=cfg.get("source", ""),
                 mode=cfg.get("mode", "fwd"),
                 shape_set=cfg.get("shape_set", ""),
-                shape_filter=tuple(sel.get("shapes", ())),
-                providers_only=tuple(sel.get("only", ())),
-                providers_skip=tuple(sel.get("skip", ())),
-                plugins=tuple(sel.get("plugins", ())),
+                shape_filter=tuple(sel.pop("shapes", ())),
+                providers_only=tuple(provs.get("only", ())),
+                providers_skip=tuple(provs.get("skip", ())),
+                plugins=tuple(provs.get("plugins", ())),
+                source_sha256=cfg.get("source_sha256", ""),
+                selection=sel,
             )
         except (KeyError, TypeError) as e:
             raise SuiteError(f"run.json config cannot be read back as a suite: {e!r}") from e
@@ -367,9 +380,13 @@ def parse_suite(
     try:
         from .suite_load import resolve
 
-        return resolve(doc, source, quick, ops, lanes, shapes)
+        suite = resolve(doc, source, quick, ops, lanes, shapes)
     except SuiteError as e:
         raise SuiteError(f"{source}: {e}") from None
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    selection = {"ops": list(ops) if ops else None, "lanes": list(lanes) if lanes else None,
+                 "quick": quick}  # fmt: skip
+    return dataclasses.replace(suite, source_sha256=digest, selection=selection)
 
 
 def load_suite(
