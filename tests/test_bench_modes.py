@@ -81,6 +81,14 @@ def test_fwd_bwd_gates_gradients_and_times_the_step(tmp_path):
     assert gemm["work"]["flops"] == 6 * 9 * 10 * 11  # forward + both backward products
 
 
+def test_fwd_bwd_pass_through_gradients_never_alias_the_inputs(tmp_path):
+    s = _suite("fwd_bwd", '[ops.add]\nshapes = ["100"]\n[ops.row_sum]\nshapes = ["3x50"]\n')
+    out, cases = _run(tmp_path, s.with_overrides(skip=["warpgauge"]))
+    for cid in ("add/float32/100/warm", "row_sum/float32/3x50/warm"):
+        for p in cases[cid]["providers"]:
+            assert p["status"] == "ok", (cid, p["name"], p["error"])
+
+
 def test_fwd_bwd_catches_a_wrong_gradient():
     """A provider whose forward is right but whose backward is not fails the gradient gate."""
     spec = fwd_bwd.train_spec(operator("softmax"), ())

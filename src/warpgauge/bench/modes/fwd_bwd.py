@@ -11,6 +11,8 @@ providers. A provider that has no differentiable form (``Provider.train = False`
 is recorded as absent, with the reason.
 
 Work model: ``GradSpec.work`` (bytes and FLOPs of forward + backward, e.g. 6 M N K for gemm).
+A gradient that is the output gradient's own storage (add's pass-through, row_sum's broadcast
+view) is copied inside the step, for every provider alike, so that no result aliases an input.
 """
 
 from __future__ import annotations
@@ -82,10 +84,17 @@ def train_provider(op: Operator, p: Provider, with_outputs: bool = False,
         notes = {**built.notes, "step": "autograd.grad(f(*inputs))"}
         first = [on_first is not None]
 
+        given = {t.untyped_storage().data_ptr() for t in grad_outputs}
+
         def step():
             outs = fn()
             outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
             grads = torch.autograd.grad(outs, leaves, grad_outputs[: len(outs)])
+            # A pass-through backward (add) or a broadcast view (row_sum) returns the output
+            # gradient's own storage; the step materializes it, as a model's next op would read
+            # it, so that the result never aliases an input (the gate after timing checks that).
+            grads = tuple(g.clone() if g.untyped_storage().data_ptr() in given else g
+                          for g in grads)  # fmt: skip
             result = tuple(o.detach() for o in outs) + grads if with_outputs else grads
             if first[0]:
                 first[0] = False

@@ -48,7 +48,6 @@ OPERATOR = Operator(
     shapes={
         "default": ["257", "1M", "16M", "256M", "3000017"],
         "quick": ["257", "16M"],
-        "training": ["16M"],
         "host": ["4K"],
         "accuracy": ["257", "1M"],
     },
