@@ -8,8 +8,8 @@ add_rms_norm, row_sum) and each cell (rows x width) of the suite, the providers 
 - one provider per candidate plan, named by the plan (``resident``, ``looped_4096``,
   ``split_2048``, ...), launching the kernel with that plan forced (``plan=``).
 
-Candidates come from ``RowPlan.candidates(rows, width, sm_count)`` when the kernels provide it,
-else from :func:`fallback_candidates` (resident when the row fits one block; looped with 1024-
+Candidates come from ``RowPlan.candidates(rows, width, sm_count, op)`` when the kernels provide
+it, else from :func:`fallback_candidates` (resident when the row fits one block; looped with 1024-
 to 8192-wide chunks; split with 2048- and 4096-wide chunks). A plan that is not a candidate of a
 cell is recorded absent there. Every provider is gated against the FP64 reference like any
 other, so a plan that computes a wrong result is never timed.
@@ -28,14 +28,30 @@ LOOPED_BLOCKS = (1024, 2048, 4096, 8192)
 SPLIT_BLOCKS = (2048, 4096)
 
 
+# The rule's op code for each operator (``RowPlan.for_shape(..., op)`` / ``candidates``).
+PLAN_OPS = {"softmax": "softmax", "add_rms_norm": "rms", "row_sum": "row_sum"}
+# Plan fields beyond kind and block, with the value that is left out of a key.
+_FIELDS = (("num_warps", "w", None), ("rows", "r", 1), ("programs_per_sm", "p", 0),
+           ("evict", "ev", False), ("lane_stats", "ls", False), ("prefetch", "nopf", True),
+           ("align", "noal", True))  # fmt: skip
+
+
 def plan_key(plan) -> str:
-    """A provider name for a plan: kind, block, and the warps when they differ from the default
-    for the block (``looped_4096``, ``looped_4096_w4``)."""
+    """A provider name for a plan: kind, block, then every field that differs from its default
+    (warps when they differ from the block's default): ``looped_4096``, ``looped_8192_p2_ev``,
+    ``resident_r4``. A split plan's split count depends on the rows, so it is not in the key
+    (``plan_repr`` in the provider's notes has it)."""
     from warpgauge.kernels import plans as P
 
-    key = plan.kind if plan.kind == "resident" else f"{plan.kind}_{plan.block}"
-    if plan.num_warps != P._warps(plan.block):
-        key += f"_w{plan.num_warps}"
+    key = f"{plan.kind}_{plan.block}"
+    for name, tag, default in _FIELDS:
+        v = getattr(plan, name, default)
+        if name == "num_warps":
+            rows = getattr(plan, "rows", 1) if plan.kind == "resident" else 1
+            if v != P._warps(plan.block * rows):
+                key += f"_w{v}"
+        elif v != default:
+            key += f"_{tag}" if isinstance(v, bool) else f"_{tag}{v}"
     return key
 
 
@@ -54,24 +70,51 @@ def fallback_candidates(rows: int, width: int, sm_count: int) -> list:
     return out
 
 
-def candidates(rows: int, width: int, sm_count: int) -> dict:
-    """{plan key: plan} of every plan worth forcing for one cell (no duplicate keys: the first
-    plan of a key wins)."""
+def _with_op(fn, op: str, *args):
+    """Call a RowPlan method with the op code when it takes one (kernels that have per-op rules)."""
+    try:
+        return fn(*args, PLAN_OPS.get(op, ""))
+    except TypeError:
+        return fn(*args)
+
+
+def candidates(rows: int, width: int, sm_count: int, op: str = "") -> dict:
+    """{plan key: plan} of every plan worth forcing for one cell of ``op``: the kernels' own
+    ``RowPlan.candidates`` when they have it, else ``fallback_candidates``. Plans that share a
+    key (split plans differing only in their split count) get ``_x2``, ``_x3`` ... in order."""
     from warpgauge.kernels.plans import RowPlan
 
     fn = getattr(RowPlan, "candidates", None)
-    plans = fn(rows, width, sm_count) if fn is not None else fallback_candidates(rows, width,
-                                                                                 sm_count)  # fmt: skip
+    if fn is not None:
+        plans = _with_op(fn, op, rows, width, sm_count)
+    else:
+        plans = fallback_candidates(rows, width, sm_count)
     out: dict = {}
     for p in plans:
-        out.setdefault(plan_key(p), p)
+        key = plan_key(p)
+        if p in out.values():
+            continue
+        n = 1
+        while key in out:
+            n += 1
+            key = f"{plan_key(p)}_x{n}"
+        out[key] = p
     return out
 
 
-def rule_key(rows: int, width: int, sm_count: int) -> str:
+def rule_plan(rows: int, width: int, sm_count: int, op: str = ""):
     from warpgauge.kernels.plans import RowPlan
 
-    return plan_key(RowPlan.for_shape(rows, width, sm_count))
+    return _with_op(RowPlan.for_shape, op, rows, width, sm_count)
+
+
+def rule_key(rows: int, width: int, sm_count: int, op: str = "") -> str:
+    """The key of the rule's plan, as it is named among the cell's candidates."""
+    plan = rule_plan(rows, width, sm_count, op)
+    for key, p in candidates(rows, width, sm_count, op).items():
+        if p == plan:
+            return key
+    return plan_key(plan)
 
 
 def _cell(ctx) -> tuple[int, int]:
@@ -87,13 +130,13 @@ def _sm_count(ctx) -> int:
 def plan_provider(op: Operator, key: str) -> Provider:
     def available(ctx, _key=key):
         rows, width = _cell(ctx)
-        if _key not in candidates(rows, width, _sm_count(ctx)):
+        if _key not in candidates(rows, width, _sm_count(ctx), op.name):
             return f"plan {_key} is not a candidate for {rows}x{width}"
         return None
 
     def build(inputs, ctx, _key=key):
         rows, width = _cell(ctx)
-        plan = candidates(rows, width, _sm_count(ctx))[_key]
+        plan = candidates(rows, width, _sm_count(ctx), op.name)[_key]
         return Built(op.plan_call(inputs, ctx, plan), notes={"plan": _key, "plan_repr": repr(plan)})
 
     return Provider(key, f"{op.name} plan {key}", "warpgauge", build, available=available,
@@ -107,7 +150,8 @@ def plans_spec(op: Operator, keys: list[str], compile_modes) -> OpSpec:
     def rule_build(inputs, ctx):
         built = wg.build(inputs, ctx)
         rows, width = _cell(ctx)
-        built.notes["plan"] = rule_key(rows, width, _sm_count(ctx))
+        built.notes["plan"] = rule_key(rows, width, _sm_count(ctx), op.name)
+        built.notes["plan_repr"] = repr(rule_plan(rows, width, _sm_count(ctx), op.name))
         built.notes["sm_count"] = _sm_count(ctx)
         return built
 
@@ -131,7 +175,7 @@ def specs(operators: dict[str, Operator], suite, sm_count: int | None = None, **
             if g.op != name:
                 continue
             s = g.shape
-            for k in candidates(s["rows"], s["width"], sm_count):
+            for k in candidates(s["rows"], s["width"], sm_count, name):
                 if k not in keys:
                     keys.append(k)
         out[name] = plans_spec(op, sorted(keys, key=_order), suite.compile.modes)

@@ -8,17 +8,20 @@ same kernel (that gap is reported separately as ``rule vs its forced plan``). A 
 was not measured in a cell (not a candidate, failed its gate) is scored as missing there.
 
 Rules: ``current`` (the plan ``RowPlan.for_shape`` chose in the run, recorded by the ``rule``
-provider) and a family of threshold rules ``Rule(resident_max, split_rows_per_sm, looped_block,
-split_block)``. The fit picks the family member with the lowest mean regret on one half of the
-cells (by a hash of the cell label) and scores it on the other half. No torch needed.
+provider) and a fitted lookup table: the grid is cut into regions (rows per SM x width class,
+per operator) and each region gets the plan with the lowest mean regret over the fit half's
+cells in it (the half chosen by a hash of the cell label); it is then scored on the other half,
+where a plan the table names but a cell did not measure counts as missing. The same table
+fitted on every cell is the in-sample bound of what a rule of this resolution can reach. Plan
+keys are opaque strings here, so any candidate set the kernels offer is scored. No torch.
 """
 
 from __future__ import annotations
 
-import itertools
+import bisect
 import statistics
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 MISSING_REGRET = 1.0  # the fit's penalty for a cell whose chosen plan was not measured
 
@@ -48,32 +51,67 @@ class Cell:
         return zlib.crc32(self.label.encode()) & 1
 
 
+# The fitted rule is a lookup table over regions of the grid: rows per SM and width classes.
+ROWS_PER_SM_EDGES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+WIDTH_EDGES = (8192, 16384, 32768, 65536, 131072, 262144)
+
+
+def region(c: Cell) -> tuple:
+    """(operator, rows-per-SM class, width class) of a cell."""
+    rps = c.rows / max(c.sm_count, 1)
+    return (c.op, bisect.bisect_right(ROWS_PER_SM_EDGES, rps),
+            bisect.bisect_left(WIDTH_EDGES, c.width))  # fmt: skip
+
+
+def region_label(r: tuple) -> str:
+    op, ri, wi = r
+    lo_r = "0" if ri == 0 else f"{ROWS_PER_SM_EDGES[ri - 1]:g}"
+    hi_r = f"{ROWS_PER_SM_EDGES[ri]:g}" if ri < len(ROWS_PER_SM_EDGES) else "inf"
+    lo_w = "1" if wi == 0 else str(WIDTH_EDGES[wi - 1] + 1)
+    hi_w = str(WIDTH_EDGES[wi]) if wi < len(WIDTH_EDGES) else "inf"
+    return f"{op}: rows/SM in [{lo_r}, {hi_r}), width {lo_w}..{hi_w}"
+
+
 @dataclass(frozen=True)
-class Rule:
-    resident_max: int = 32768
-    split_rows_per_sm: float = 1.0
-    looped_block: int = 8192
-    split_block: int = 4096
+class TableRule:
+    """A plan key per region, fitted on some cells; ``fallback`` per operator for regions the
+    fit never saw."""
 
-    def key(self, rows: int, width: int, sm_count: int) -> str:
-        if width <= self.resident_max:
-            return "resident"
-        if rows < self.split_rows_per_sm * sm_count:
-            return f"split_{self.split_block}"
-        return f"looped_{self.looped_block}"
+    table: dict
+    fallback: dict
 
-    def name(self) -> str:
-        return (f"resident<={self.resident_max}, split below {self.split_rows_per_sm:g} rows/SM, "
-                f"looped {self.looped_block}, split {self.split_block}")  # fmt: skip
+    def choose(self, c: Cell) -> str | None:
+        return self.table.get(region(c), self.fallback.get(c.op))
+
+    def describe(self) -> str:
+        return f"table of {len(self.table)} regions (rows/SM x width class -> plan)"
+
+    def record(self) -> dict:
+        return {"regions": {region_label(k): v for k, v in sorted(self.table.items())},
+                "fallback": dict(self.fallback)}  # fmt: skip
 
 
-FAMILY = [
-    Rule(rm, s, lb, sb)
-    for rm, s, lb, sb in itertools.product(
-        (8192, 16384, 32768), (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0), (1024, 2048, 4096, 8192),
-        (2048, 4096),
-    )
-]  # fmt: skip
+def _best_key(cells) -> str | None:
+    """The plan key with the lowest mean regret over ``cells`` (missing = MISSING_REGRET)."""
+    keys = sorted({k for c in cells for k in c.times})
+    best, best_v = None, float("inf")
+    for k in keys:
+        v = statistics.fmean(c.times[k] / c.best - 1.0 if k in c.times else MISSING_REGRET
+                             for c in cells)  # fmt: skip
+        if v < best_v:
+            best, best_v = k, v
+    return best
+
+
+def fit(cells) -> TableRule:
+    """For each region of ``cells``, the plan with the lowest mean regret there."""
+    by_region: dict = {}
+    by_op: dict = {}
+    for c in cells:
+        by_region.setdefault(region(c), []).append(c)
+        by_op.setdefault(c.op, []).append(c)
+    return TableRule({r: _best_key(cs) for r, cs in by_region.items()},
+                     {op: _best_key(cs) for op, cs in by_op.items()})  # fmt: skip
 
 
 def load_cells(run_dir) -> list[Cell]:
@@ -130,24 +168,6 @@ def current(c: Cell) -> str | None:
     return c.rule_key
 
 
-def family_rule(rule: Rule):
-    return lambda c: rule.key(c.rows, c.width, c.sm_count)
-
-
-def fit(cells) -> tuple[Rule, float]:
-    """The family member with the lowest mean regret on ``cells`` (missing = MISSING_REGRET)."""
-    best, best_v = FAMILY[0], float("inf")
-    for rule in FAMILY:
-        r, missing = regrets(cells, family_rule(rule))
-        n = len(r) + missing
-        if not n:
-            continue
-        v = (sum(r) + MISSING_REGRET * missing) / n
-        if v < best_v:
-            best, best_v = rule, v
-    return best, best_v
-
-
 def split_vs_loop(cells) -> list[dict]:
     """By row count: median over widths of best split time / best looped time, and the cells
     where splitting wins (< 0.95), is within 5%, or loses (> 1.05)."""
@@ -189,8 +209,8 @@ def summarize(run_dirs) -> dict:
     for name, cs in groups.items():
         fit_half = [c for c in cs if c.half() == 0]
         held = [c for c in cs if c.half() == 1]
-        fitted, fit_v = fit(fit_half)
-        in_sample, _ = fit(cs)
+        fitted = fit(fit_half)
+        in_sample = fit(cs)
         entry = {
             "n_cells": len(cs),
             "plans_per_cell": statistics.fmean(len(c.times) for c in cs) if cs else None,
@@ -198,19 +218,19 @@ def summarize(run_dirs) -> dict:
                 score([c for c in r if name == "all" or c.op == name], current) for r in runs
             ],  # fmt: skip
             "fitted": {
-                "rule": asdict(fitted),
-                "describe": fitted.name(),
-                "fit_mean": fit_v,
+                "rule": fitted.record(),
+                "describe": fitted.describe(),
+                "fit": score(fit_half, fitted.choose),
                 "fit_cells": len(fit_half),
                 "held_out_cells": len(held),
-                "held_out": score(held, family_rule(fitted)),
+                "held_out": score(held, fitted.choose),
                 "current_held_out": score(held, current),
-            },  # fmt: skip
+            },
             "best_in_sample": {
-                "rule": asdict(in_sample),
-                "describe": in_sample.name(),
-                "score": score(cs, family_rule(in_sample)),
-            },  # fmt: skip
+                "rule": in_sample.record(),
+                "describe": in_sample.describe(),
+                "score": score(cs, in_sample.choose),
+            },
             "rule_vs_forced": _rule_vs_forced(cs),
             "split_vs_loop": split_vs_loop(cs) if name != "all" else [],
             "worst": [

@@ -40,7 +40,7 @@ def markdown(summary: dict) -> str:
         lines.append(f"| current (RowPlan.for_shape) | {name} | {c0['n']} | {means} | "
                      f"{_pct(c0['p90'])} | {c0['over_10pct']} | {c0['missing']} |")  # fmt: skip
         b = e["best_in_sample"]["score"]
-        lines.append(f"| best threshold rule, all cells (in sample) | {name} | {b['n']} | "
+        lines.append(f"| region table fitted on all cells (in sample) | {name} | {b['n']} | "
                      f"{_pct(b['mean'])} | {_pct(b['p90'])} | {b['over_10pct']} | {b['missing']} |")  # fmt: skip
     lines += [
         "",
