@@ -40,7 +40,10 @@ def grad_provider(op: Operator, p: Provider) -> Provider:
         for n in names:
             leaves[n] = inputs[n].detach().requires_grad_()
         built = build(leaves, ctx)
-        return Built(built.fn, notes={**built.notes, "requires_grad": list(names)})
+        notes = {**built.notes, "requires_grad": list(names),
+                 "excluded_from_best": "the same forward with inputs requiring grad: compared "
+                 "for its host cost, not as a PyTorch option of its own"}  # fmt: skip
+        return Built(built.fn, notes=notes)
 
     return dataclasses.replace(p, name=f"{p.name}_grad", label=f"{p.label}, inputs require grad",
                                build=build_grad, baseline=False)  # fmt: skip
