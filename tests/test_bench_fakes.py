@@ -272,7 +272,9 @@ def fake_services(clock: FakeClock, spec: OpSpec, backend: FakeBackend | None = 
         copy_bytes = 1 << 30
         tbps = 2 * copy_bytes / 500.0 / 1e6
         return {
-            "summary": {"copy_tbps": tbps, "copy_bytes": copy_bytes, "mm_tflops": {}, "method": "fake"},
+            "summary": {"copy_tbps": tbps, "copy_bytes": copy_bytes, "mm_tflops": {},
+                        "copy_tbps_range": [0.9 * tbps, 1.1 * tbps], "mm_tflops_range": {},
+                        "method": "fake"},
             "measurements": [{
                 "name": "copy_fake", "kind": "copy", "dtype": None, "shape": {"bytes": copy_bytes},
                 "work": {"bytes": 2 * copy_bytes, "flops": 0}, "device_time": stats,

@@ -94,6 +94,8 @@ def test_honest_providers_stay_ok_next_to_cheats(dishonest_run):
             assert p["status"] == "ok" and p["extra"]["regate"]["ok"] is True
             assert p["device_time"]["median_us"] == pytest.approx(us)
             assert p["extra"]["hidden_work_check"]["hidden"] is False
+            # gate, warm-up, capture, every batch (>= 3 rounds), after timing
+            assert p["extra"]["inputs_checked"] >= 6
         # the inputs were restored after cheat_modifies: later providers still pass
         assert by["cheat_modifies"]["error"].endswith("inputs restored")
 
@@ -270,3 +272,62 @@ def test_resume_skips_a_provider_that_hung(tmp_path):
     torch_p = _by_name(case)["torch"]
     assert torch_p["status"] == "error" and "hung in an earlier session" in torch_p["error"]
     assert _by_name(case)["warpgauge"]["status"] == "ok"
+
+
+def test_two_output_providers_are_regated_on_both_outputs(tmp_path):
+    """Like add_rms_norm's (y, h): the graph's and the eager call's outputs are tuples; a provider
+    that stops writing its second output after the first call is caught."""
+    import dataclasses
+
+    from warpgauge.bench.providers import Built, Provider
+
+    clock, counter = FakeClock(), Counter()
+    base = fake_add_spec(clock, counter)
+
+    def ref(inp, ctx):
+        x, y = inp["x"].double(), inp["y"].double()
+        return ((x + y).float(), (x - y).float())
+
+    def honest(inp, ctx):
+        x, y = inp["x"], inp["y"]
+        a, b = torch.empty_like(x), torch.empty_like(x)
+
+        def fn():
+            clock.advance(8e-6)
+            return torch.add(x, y, out=a), torch.sub(x, y, out=b)
+
+        return Built(fn, out_buffers=(a, b))
+
+    def second_once(inp, ctx):
+        x, y = inp["x"], inp["y"]
+        n = {"calls": 0}
+        memo = {}
+
+        def fn():
+            n["calls"] += 1
+            clock.advance(8e-6)
+            if n["calls"] == 1:
+                memo["b"] = x - y
+            return x + y, memo["b"]
+
+        return Built(fn)
+
+    spec = dataclasses.replace(
+        base,
+        references={"default": ref},
+        out_specs=lambda ctx: [((ctx.shape["numel"],), ctx.dtype)] * 2,
+        providers=(
+            Provider("warpgauge", "two outputs", "warpgauge", honest),
+            Provider("torch", "two outputs", "pytorch", honest, baseline=True),
+            Provider("second_once", "caches its second output", "peer", second_once),
+        ),
+    )
+    out = run_bench(
+        fake_suite(numels=(1024,)), fake_services(clock, spec), ["x"], out_root=tmp_path
+    )
+    assert out.exit_code == 0
+    for case in _cases(out.run_dir).values():
+        by = _by_name(case)
+        assert by["warpgauge"]["status"] == "ok" and by["warpgauge"]["extra"]["regate"]["ok"]
+        assert by["second_once"]["status"] == "failed_gate"
+        assert "output 1" in by["second_once"]["error"]

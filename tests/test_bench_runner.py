@@ -338,3 +338,16 @@ def test_cudagraph_tree_lane_is_marked_excluded_from_best(tmp_path):
     assert "CUDA graph trees" in _prov(case, "cma")["extra"]["excluded_from_best"]
     assert "excluded_from_best" not in _prov(case, "cma_static")["extra"]
     assert "excluded_from_best" not in _prov(case, "compile")["extra"]
+
+
+def test_round_zero_leader_varies_across_cases(tmp_path):
+    """Finding 3: the base order put warpgauge first in round 0 of every case."""
+    clock, counter = FakeClock(), Counter()
+    sv = fake_services(clock, fake_add_spec(clock, counter))
+    out = run_bench(fake_suite(numels=(256, 512, 1024, 2048, 4096)), sv, ["x"], out_root=tmp_path)
+    leaders, behind_wg = set(), set()
+    for cid in out.finished:
+        rounds = [r["order"] for r in _case(out.run_dir, cid)["extra"]["rounds"]]
+        leaders.add(rounds[0][0])
+        behind_wg |= {o[o.index("warpgauge") - 1] for o in rounds if o.index("warpgauge") > 0}
+    assert len(leaders) >= 3 and len(behind_wg) >= 2

@@ -307,9 +307,10 @@ def test_warmup_runs_until_clocks_are_up_and_uncapped():
     clock = FakeClock()
     w, loads = _warmup(clock, _Ready(clock, after=5))
     rec = w.before_case()
-    # 5 low readings, then two good ones in a row: 7 pieces of 10 ms
-    assert rec["skipped"] is False and rec["pieces"] == 7 and len(loads) == 7
-    assert rec["burst_ms"] == pytest.approx(70.0)
+    # readings 1-5 low (a 10 ms piece after each), 6 good (one more piece: two in a row are
+    # needed), 7 good: done after 6 pieces
+    assert rec["skipped"] is False and rec["pieces"] == 6 and len(loads) == 6
+    assert rec["burst_ms"] == pytest.approx(60.0)
     assert rec["ready"] is True and rec["clocks"]["sm_mhz"] == 1980
 
 
@@ -322,13 +323,23 @@ def test_warmup_is_bounded_and_says_when_clocks_never_come_up():
 
 def test_warmup_waits_for_a_power_cap_to_clear():
     clock = FakeClock()
-    # clocks up but power-capped for 6 readings; the load stops at max_ms (3 pieces, 3 readings),
-    # then it waits idle in 20 ms steps until the cap clears (readings 4-6 capped, 7 clear)
+    # clocks up but power-capped for 6 readings: it waits idle 20 ms after each (120 ms), then
+    # loads its 30 ms minimum (readings 7-9 good) and stops at reading 10
     reader = _Ready(clock, after=0, capped=6)
-    w, loads = _warmup(clock, reader, max_ms=30.0)
+    w, loads = _warmup(clock, reader, max_ms=300.0)
     rec = w.before_case()
-    assert len(loads) == 3 and rec["settle_ms"] == pytest.approx(60.0)
+    assert rec["settle_ms"] == pytest.approx(120.0) and len(loads) == 3
     assert rec["ready"] is True and rec["clocks"]["reasons"] == []
+    # recently busy and capped (after a GEMM case): no load needed, but it waits for the cap
+    reader.capped = 2
+    rec = w.before_case()
+    assert rec["skipped"] is True and rec["settle_ms"] == pytest.approx(40.0)
+    assert rec["burst_ms"] == 0.0 and rec["ready"] is True
+    # a cap that never clears: bounded by settle_ms, recorded as not ready
+    clock.advance(1.0)
+    reader.capped = 10**6
+    rec = w.before_case()
+    assert rec["settle_ms"] == pytest.approx(200.0) and rec["ready"] is False
 
 
 def test_warmup_skip_rule_and_without_nvml():

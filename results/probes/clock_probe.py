@@ -56,21 +56,21 @@ def trace(label, ms, work):
 
 
 print(json.dumps(out), flush=True)
-time.sleep(2.0)
+time.sleep(1.0)
 print(json.dumps({"scenario": "idle", "clock": rd()}), flush=True)
 rounds("idle, no warm-up", 3)
-time.sleep(1.5)
+time.sleep(1.0)
 t0 = time.perf_counter()
 be.burst(200.0)
 print(json.dumps({"scenario": "old burst 200 ms", "burst_s": time.perf_counter() - t0,
                   "clock_right_after": rd()}), flush=True)  # fmt: skip
 rounds("after old 200 ms matmul burst")
-time.sleep(1.5)
+time.sleep(1.0)
 w = ClockWarmup(MonotonicClock(), be.load, clk)
 rec = w.before_case()
 print(json.dumps({"scenario": "new warm-up", "warmup": rec}), flush=True)
 rounds("after new warm-up")
-time.sleep(1.5)
+time.sleep(1.0)
 rec = w.before_case()
 print(json.dumps({"scenario": "new warm-up (2)", "warmup": rec}), flush=True)
 rounds("after new warm-up (2)", 3)

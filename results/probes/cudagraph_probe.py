@@ -1,17 +1,21 @@
 """GPU probe for finding 5: why torch.compile max-autotune (CUDA graph trees) reports 2-3x the
 device time of the same code without graphs. Hypothesis: cudagraph trees copy non-static inputs
 into the graph's static buffers on every call (2 extra reads + 2 writes for add). Compared here
-with reduce-overhead (the same cudagraph trees, no autotuning, fast to compile)."""
+with reduce-overhead (the same cudagraph trees, no autotuning, fast to compile), then
+max-autotune itself. Prints one JSON line per result as it comes."""
 
 import json
 import sys
 
 import torch
 
+from warpgauge.bench import integrity
+
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 64 << 20
 g = torch.Generator(device="cuda").manual_seed(0)
 x = torch.randn(n, device="cuda", dtype=torch.float16, generator=g)
 y = torch.randn(n, device="cuda", dtype=torch.float16, generator=g)
+ref = (x.double() + y.double()).to(torch.float16)
 
 
 def add(a, b):
@@ -32,30 +36,32 @@ def timed(fn, n=20):
     return round(xs[n // 2], 1)
 
 
-res = {"numel": n, "eager": timed(lambda: add(x, y))}
+def say(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+say(numel=n, bytes_per_tensor=2 * n, eager_us=timed(lambda: add(x, y)))
 f = torch.compile(add, mode="max-autotune-no-cudagraphs", fullgraph=True, dynamic=False)
-res["no_cudagraphs"] = timed(lambda: f(x, y))
+say(no_cudagraphs_us=timed(lambda: f(x, y)))
 torch._dynamo.reset()
 f = torch.compile(add, mode="reduce-overhead", fullgraph=True, dynamic=False)
-res["cudagraph_trees_plain_inputs"] = timed(lambda: f(x, y))
+say(cudagraph_trees_plain_inputs_us=timed(lambda: f(x, y)))
+fn = lambda: f(x, y)  # noqa: E731
+r = integrity.regate(fn=fn, graph=None, refs=(ref,), relative=False, out_buffers=(), out_specs=[],
+                     device=x.device, sync=torch.cuda.synchronize, inputs={"x": x, "y": y})  # fmt: skip
+say(regate_cudagraph_trees_ok=r.ok, detail=r.detail[:200])
+hw = integrity.hidden_work(fn, torch.cuda.synchronize, __import__("time").perf_counter,
+                           timed(fn), None)  # fmt: skip
+say(hidden_work_cudagraph_trees=hw)
 torch._dynamo.reset()
 xs, ys = x.clone(), y.clone()
 torch._dynamo.mark_static_address(xs)
 torch._dynamo.mark_static_address(ys)
 f = torch.compile(add, mode="reduce-overhead", fullgraph=True, dynamic=False)
-res["cudagraph_trees_static_inputs"] = timed(lambda: f(xs, ys))
-ok = torch.equal(f(xs, ys), x + y)
-res["static_result_ok"] = bool(ok)
-print(json.dumps(res), flush=True)
-
-# the checks after timing on a cudagraph-trees closure (the max-autotune lane is one)
-from warpgauge.bench import integrity  # noqa: E402
-
-ref = (x.double() + y.double()).to(torch.float16)
-f2 = torch.compile(add, mode="reduce-overhead", fullgraph=True, dynamic=False)
-fn = lambda: f2(x, y)  # noqa: E731
-for _ in range(3):
-    fn()
-r = integrity.regate(fn=fn, graph=None, refs=(ref,), relative=False, out_buffers=(), out_specs=[],
-                     device=x.device, sync=torch.cuda.synchronize, inputs={"x": x, "y": y})  # fmt: skip
-print(json.dumps({"regate_cudagraph_trees": r.ok, "detail": r.detail[:200]}), flush=True)
+say(cudagraph_trees_static_inputs_us=timed(lambda: f(xs, ys)), ok=bool(torch.equal(f(xs, ys), ref)))
+torch._dynamo.reset()
+f = torch.compile(add, mode="max-autotune", fullgraph=True, dynamic=False)
+say(max_autotune_plain_inputs_us=timed(lambda: f(x, y)))
+torch._dynamo.reset()
+f = torch.compile(add, mode="max-autotune", fullgraph=True, dynamic=False)
+say(max_autotune_static_inputs_us=timed(lambda: f(xs, ys)))

@@ -70,6 +70,11 @@ def _memory_fn(backend: Backend, kind: str, nbytes: int) -> tuple[Callable[[], N
     return (lambda: torch.add(a, b, out=c)), [a, b, c]
 
 
+def rate(amount: float, us: float) -> float:
+    """Bytes or FLOPs per microsecond / 1e6: TB/s or TFLOP/s (the one formula used here)."""
+    return amount / us / 1e6
+
+
 def _measurement(name, kind, dtype, shape, work, samples, method, extra) -> dict:
     st = summarize(samples)
     med = st["median_us"]
@@ -80,8 +85,8 @@ def _measurement(name, kind, dtype, shape, work, samples, method, extra) -> dict
         "shape": shape,
         "work": work,
         "device_time": st,
-        "tbps": work["bytes"] / med / 1e6 if kind == "copy" else None,
-        "tflops": work["flops"] / med / 1e6 if kind == "mm" else None,
+        "tbps": rate(work["bytes"], med) if kind == "copy" else None,
+        "tflops": rate(work["flops"], med) if kind == "mm" else None,
         "method": method,
         "extra": extra,
     }
@@ -142,7 +147,7 @@ def measure_ceilings(
         {"role": "confirmation", "selected": name, "kernel": kind, "runs": records},
     )  # fmt: skip
     measurements.append(conf)
-    rates = [moved / m / 1e6 for m in medians]
+    rates = [rate(moved, m) for m in medians]
     copy_tbps = conf["tbps"]
     copy_range = [min(rates), max(rates)]
 
@@ -185,7 +190,7 @@ def measure_ceilings(
         )  # fmt: skip
         measurements.append(conf)
         mm_tflops[dname] = conf["tflops"]
-        rates = [work["flops"] / m / 1e6 for m in medians]
+        rates = [rate(work["flops"], m) for m in medians]
         mm_range[dname] = [min(rates), max(rates)]
     torch.cuda.empty_cache()
     summary = {

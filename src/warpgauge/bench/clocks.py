@@ -190,41 +190,61 @@ class ClockWarmup:
         self.last_end = self.clock.now()
 
     def before_case(self) -> dict:
-        """Warm (unless recently busy), check, and return the case's ``warmup`` record."""
+        """Warm (unless recently busy), check, and return the case's ``warmup`` record.
+
+        Reads NVML, then acts on what it shows, until done or out of bounds: clocks up and
+        uncapped (``ready``) -> done once that held for two readings in a row (one when the device
+        was busy < ``skip_ms`` ago) and at least ``min_ms`` of load ran (none when recently busy);
+        a power or thermal cap active -> wait idle 20 ms (at most ``settle_ms`` in all); clocks low
+        and uncapped -> another ``piece_ms`` of load (at most ``max_ms`` in all). Without NVML:
+        ``min_ms`` of load unless recently busy."""
         now = self.clock.now()
         ago = None if self.last_end is None else max(0.0, (now - self.last_end) * 1000.0)
+        recent = ago is not None and ago < self.skip_ms
         rec: dict[str, Any] = {
             "burst_ms": 0.0,
-            "skipped": True,
+            "skipped": recent,
             "last_burst_ended_ms_ago": ago,
             "method": "memory-bound load in pieces until NVML shows clocks up and uncapped",
         }
         if self.max_ms <= 0:
             rec["method"] = "disabled"
-        elif ago is None or ago >= self.skip_ms:
-            rec["skipped"] = False
-            t0 = self.clock.now()
-            good = 0
-            pieces = 0
-            while True:
-                self._load(self.piece_ms)
-                pieces += 1
-                elapsed = (self.clock.now() - t0) * 1000.0 + 1e-6  # float slack
-                ok = ready(self.reader.read(), self.ready_fraction)
-                good = good + 1 if ok else 0
-                if elapsed >= self.min_ms and (good >= 2 or ok is None):
-                    break  # ready twice in a row, or NVML cannot tell: the fixed minimum
-                if elapsed >= self.max_ms:
-                    break
-            rec["burst_ms"] = (self.clock.now() - t0) * 1000.0
-            rec["pieces"] = pieces
-        r = self.reader.read()
-        waited = 0.0
-        while r is not None and r.capped and waited < self.settle_ms:
-            step = min(20.0, self.settle_ms - waited)
-            self._wait(step)
-            waited += step
+            rec.update(pieces=0, settle_ms=0.0, clocks=None, ready=None)
+            return rec
+        need = 1 if recent else 2
+        min_load = 0.0 if recent else self.min_ms
+        loaded = waited = 0.0
+        good = pieces = 0
+        eps = 1e-6  # float slack on the fake clock's sums
+        r = None
+        while True:
             r = self.reader.read()
+            ok = ready(r, self.ready_fraction)
+            if ok is None:  # NVML cannot tell: the fixed minimum
+                if loaded + eps >= min_load:
+                    break
+            elif ok:
+                good += 1
+                if good >= need and loaded + eps >= min_load:
+                    break
+            elif r.capped:
+                good = 0
+                if waited + eps >= self.settle_ms:
+                    break
+                step = min(20.0, self.settle_ms - waited)
+                self._wait(step)
+                waited += step
+                continue
+            else:
+                good = 0
+                if loaded + eps >= self.max_ms:
+                    break
+            t0 = self.clock.now()
+            self._load(self.piece_ms)
+            loaded += (self.clock.now() - t0) * 1000.0
+            pieces += 1
+        rec["burst_ms"] = loaded
+        rec["pieces"] = pieces
         rec["settle_ms"] = waited
         rec["clocks"] = None if r is None else r.record()
         rec["ready"] = ready(r, self.ready_fraction)

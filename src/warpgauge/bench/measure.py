@@ -85,6 +85,7 @@ class GroupMeasurer:
         self.work = (0, 0, "unavailable")
         self.group_error: str | None = None
         self.limit = getattr(self.suite.sampling, "provider_timeout_s", 0.0)
+        self.input_checks: dict[str, int] = {}  # provider -> times its inputs were checked
 
     def _limit(self, name: str, phase: str):
         """The per-provider time limit around one phase; a call stuck in the driver past it is
@@ -134,6 +135,7 @@ class GroupMeasurer:
         """Raise IntegrityFailure (after restoring the inputs) if a call changed them."""
         if not self.prints:
             return
+        self.input_checks[st_name] = self.input_checks.get(st_name, 0) + 1
         bad = integrity.changed(self.prints, self.inputs)
         if bad:
             integrity.restore(self.inputs, self._make_inputs())
@@ -420,6 +422,8 @@ class GroupMeasurer:
         if status == "error" and not error:
             error = "no timing samples were taken"
         extra = dict(st.extra)
+        if p.name in self.input_checks:
+            extra["inputs_checked"] = self.input_checks[p.name]  # fingerprint comparisons
         if t is not None:
             extra.update({
                 "device_method": t.device_method,
