@@ -175,6 +175,11 @@ def test_host_mode_records_host_time_per_call(tmp_path):
     g = _prov(cases["add/float32/1000/warm"], "torch_grad")  # the autograd path, beside it
     assert g["status"] == "ok" and g["extra"]["requires_grad"] == ["x", "y"]
     assert _prov(cases["row_sum/float32/3x40/warm"], "torch_native_grad")["status"] == "ok"
+    assert "excluded_from_best" in g["extra"]
+    from warpgauge.bench.modes import host_report
+
+    text = host_report.markdown(out.run_dir)
+    assert "| add/float32/1000/warm | torch_grad | ok |" in text
 
 
 # ------------------------------------------------------------------------------------ accuracy

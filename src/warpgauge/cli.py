@@ -6,6 +6,7 @@
                     [--resume RUN] [--max-minutes M] [--precompile-workers N]
     warpgauge plans-report RUN [RUN2]   regret tables of a plans-mode grid (docs/plans.md)
     warpgauge accuracy-report RUN       errors against FP64 and the tolerance probe
+    warpgauge host-report RUN           host us per eager call beside PyTorch's
     warpgauge stability RUN RUN ...     per-ratio spread across runs of one suite
     warpgauge report RUN          render report/ from the artifacts (no GPU needed)
     warpgauge validate RUN        schema, checksums, coverage; non-zero exit with the reasons
@@ -240,6 +241,17 @@ def accuracy_report(
 ) -> None:
     """Errors against FP64 beside PyTorch's own, and the tolerance probe's distribution."""
     from warpgauge.bench.modes import accuracy_report as rep
+
+    raise typer.Exit(rep.report_cli(run, write))
+
+
+@app.command("host-report")
+def host_report(
+    run: Annotated[Path, typer.Argument(help="A host-mode run directory.")],
+    write: Annotated[Path | None, typer.Option(help="Write the markdown here.")] = None,
+) -> None:
+    """Host microseconds per eager call: warpgauge beside the cheapest PyTorch equivalent."""
+    from warpgauge.bench.modes import host_report as rep
 
     raise typer.Exit(rep.report_cli(run, write))
 
