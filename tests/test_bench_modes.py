@@ -254,6 +254,8 @@ def test_only_and_skip_select_providers():
     assert [p.name for p in skipped["add"].providers] == ["warpgauge"]
     with pytest.raises(SuiteError, match="no provider named"):
         modes.specs_for(s.with_overrides(only=["cudnn"]))
+    globbed = modes.specs_for(s.with_overrides(only=["warp*", "softmax.torch_*"]))
+    assert [p.name for p in globbed["softmax"].providers] == ["warpgauge", "torch_native"]
 
 
 def test_a_mode_without_the_operator_says_so():

@@ -24,20 +24,25 @@ def _module(mode: str):
 
 
 def _wanted(p, op: str, names) -> bool:
-    return p.name in names or f"{op}.{p.name}" in names or f"{op}:{p.name}" in names
+    """``names`` holds provider names or globs, bare or as ``op.name`` (``plans.looped_*``)."""
+    import fnmatch
+
+    keys = (p.name, f"{op}.{p.name}")
+    return any(fnmatch.fnmatchcase(k, n.replace(":", ".")) for n in names for k in keys)
 
 
 def filter_providers(specs: dict, only=(), skip=()) -> dict:
     """Keep the providers named in ``only`` (all when empty) and drop those in ``skip``; names are
-    ``provider`` or ``op.provider``. Raises SuiteError when a name matches nothing."""
+    ``provider`` or ``op.provider``, or globs of either (``'*_grad'``, ``'softmax.split_*'``).
+    Raises SuiteError when a name matches nothing."""
     import dataclasses
 
     for names, flag in ((only, "--only"), (skip, "--skip")):
-        known = {p.name for s in specs.values() for p in s.providers}
-        known |= {f"{o}.{p.name}" for o, s in specs.items() for p in s.providers}
-        bad = [n for n in names if n.replace(":", ".") not in known]
+        bad = [n for n in names
+               if not any(_wanted(p, o, [n]) for o, s in specs.items() for p in s.providers)]  # fmt: skip
         if bad:
-            raise SuiteError(f"{flag}: no provider named {bad}; known: {', '.join(sorted(known))}")
+            known = sorted({p.name for s in specs.values() for p in s.providers})
+            raise SuiteError(f"{flag}: no provider named {bad}; known: {', '.join(known)}")
     out = {}
     for op, s in specs.items():
         provs = tuple(
