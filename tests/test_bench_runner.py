@@ -351,3 +351,20 @@ def test_round_zero_leader_varies_across_cases(tmp_path):
         leaders.add(rounds[0][0])
         behind_wg |= {o[o.index("warpgauge") - 1] for o in rounds if o.index("warpgauge") > 0}
     assert len(leaders) >= 3 and len(behind_wg) >= 2
+
+
+def test_a_failing_ceiling_measurement_does_not_stop_the_run(tmp_path):
+    clock, counter = FakeClock(), Counter()
+    sv = fake_services(clock, fake_add_spec(clock, counter))
+
+    def broken(backend, suite):
+        raise RuntimeError("fake cuBLAS failure")
+
+    sv.measure_ceilings = broken
+    out = run_bench(fake_suite(numels=(1024,)), sv, ["x"], out_root=tmp_path)
+    assert out.exit_code == 0 and out.status == "complete"
+    run = json.loads((out.run_dir / "run.json").read_text())
+    assert "fake cuBLAS failure" in run["extra"]["ceilings_error"]
+    wg = _prov(_case(out.run_dir, "add/float32/1024/cold"), "warpgauge")
+    assert wg["status"] == "ok" and wg["derived"]["pct_copy_ceiling"] is None
+    assert artifacts.validate_run(out.run_dir) == []

@@ -86,6 +86,7 @@ class GroupMeasurer:
         self.group_error: str | None = None
         self.limit = getattr(self.suite.sampling, "provider_timeout_s", 0.0)
         self.input_checks: dict[str, int] = {}  # provider -> times its inputs were checked
+        self.inputs_note: str | None = None
 
     def _limit(self, name: str, phase: str):
         """The per-provider time limit around one phase; a call stuck in the driver past it is
@@ -110,10 +111,16 @@ class GroupMeasurer:
             self.work = (0, 0, f"work model failed: {type(e).__name__}: {e}")
         try:
             self.inputs = self._make_inputs()
-            self.prints = integrity.fingerprint(self.inputs)
         except Exception as e:
             self.group_error = f"making the inputs failed: {format_error(e)}"
             self.check_device()
+        if self.group_error is None:
+            try:
+                self.prints = integrity.fingerprint(self.inputs)
+            except Exception as e:  # an input type the fingerprint cannot read: say so, go on
+                self.prints = []
+                self.inputs_note = f"inputs not checked: {type(e).__name__}: {e}"
+                self.check_device()
         self.states = [self.prepare(p) for p in spec.providers]
 
     def _make_inputs(self) -> dict:
@@ -277,7 +284,7 @@ class GroupMeasurer:
         by_name: dict[str, PState] = {}
         pre = None
         if any(st.status == "ok" and st.built is not None for st in self.states):
-            pre = self.h.tracker.before_case()  # clocks up before the replays that size graphs
+            pre = self._warm()  # clocks up before the replays that size graphs
         for st in self.states:
             if st.status != "ok" or st.built is None:
                 continue
@@ -296,7 +303,7 @@ class GroupMeasurer:
                 timed.append(t)
                 by_name[t.name] = st
         if timed:
-            warmup = self.h.tracker.before_case()
+            warmup = self._warm()
         else:  # nothing to time: no warm-up
             warmup = {"burst_ms": 0.0, "skipped": True, "last_burst_ended_ms_ago": None}
         tel_before = sv.telemetry()
@@ -349,6 +356,7 @@ class GroupMeasurer:
                 ),
                 "flush_us": self.h.flush_us,
                 "capture_warmup": pre,
+                "inputs_check": self.inputs_note or "exact fingerprints compared after every phase",
                 "seed": g.seed(self.suite.seed),
                 "group_elapsed_s": sv.clock.now() - t0,
             },
@@ -359,6 +367,15 @@ class GroupMeasurer:
             if flag is not None:
                 pr["extra"]["above_ceiling"] = flag
         return case
+
+    def _warm(self) -> dict:
+        """The clock warm-up; a failure of it is recorded, never fatal to the case."""
+        try:
+            return self.h.tracker.before_case()
+        except Exception as e:
+            self.check_device()
+            return {"burst_ms": 0.0, "skipped": True, "last_burst_ended_ms_ago": None,
+                    "method": f"warm-up failed: {type(e).__name__}: {e}"}  # fmt: skip
 
     def _after_timing(self, st: PState, t: timing.Timed) -> None:
         """Gate again what was timed, check for work outside the timed interval."""

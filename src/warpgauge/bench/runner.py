@@ -26,6 +26,7 @@ from pathlib import Path
 from . import clocks, timing
 from .errors import DeviceLost, Terminated, format_error
 from .measure import GroupMeasurer, PState
+from .resume import repair_run_dir
 from .services import QuietUI, Services, default_services
 from .suite import Group, Suite, SuiteError
 from .ui import summary_row
@@ -113,7 +114,16 @@ class Runner:
             )
             if not run["ceilings"].get("copy_tbps") and sv.measure_ceilings is not None:
                 t0 = clock.now()
-                self._ceilings(run)
+                try:
+                    self._ceilings(run)
+                except (KeyboardInterrupt, DeviceLost):
+                    raise
+                except Exception as e:  # no ceiling: the cases are still measured, % is null
+                    sv.ui.info(f"ceilings could not be measured: {format_error(e)}")
+                    run.setdefault("extra", {})["ceilings_error"] = format_error(e)
+                    self._check_device()
+                    with self._critical_section():
+                        sv.artifacts.write_run(self.run_dir, run)
                 phases["ceilings_s"] = clock.now() - t0
             self.hung = {
                 (h["group"], h["provider"]): h for h in run.get("extra", {}).get("hung", [])
@@ -199,41 +209,7 @@ class Runner:
         return run, done
 
     def _repair(self, run_dir: Path) -> None:
-        """Before resuming: drop temp files of writes that never completed (a SIGKILL mid-write)
-        and list in the manifest any complete, valid case file a kill left unlisted."""
-        art, ui = self.sv.artifacts, self.sv.ui
-        is_temp = getattr(art, "_is_temp", lambda rel: rel.rsplit("/", 1)[-1].startswith("."))
-        manifest_path = run_dir / art.MANIFEST_FILE
-        listed = set()
-        if manifest_path.exists():
-            with contextlib.suppress(Exception):
-                listed = set(art.read_json(manifest_path)["files"])
-        run = art.read_json(run_dir / art.RUN_FILE)
-        for rel in art.list_files(run_dir):
-            path = run_dir / rel
-            if is_temp(rel):
-                path.unlink()
-                ui.info(f"resume: removed {rel}, the temp file of an interrupted write")
-                continue
-            if not rel.startswith(art.CASES_DIR + "/") or rel in listed:
-                continue
-            try:
-                case = art.read_json(path)
-                problems = art.schema_errors("case", case) or art.case_problems(case, run)
-                if not problems and rel != f"{art.CASES_DIR}/{art.case_filename(case['case_id'])}":
-                    problems = ["file name does not match its case id"]
-            except Exception as e:
-                problems = [str(e)]
-            if problems:
-                path.unlink()
-                ui.info(
-                    f"resume: removed {rel}, not a valid case file ({problems[0]}); it is measured again"
-                )
-            else:
-                art.update_manifest(run_dir, [rel], run["run_id"])
-                ui.info(
-                    f"resume: listed {rel} in the manifest (written just before an interruption)"
-                )
+        repair_run_dir(self.sv.artifacts, self.sv.ui, run_dir)
 
     def _ceilings(self, run: dict) -> None:
         sv = self.sv
@@ -433,6 +409,11 @@ class Runner:
             )
         finally:
             sv.exit_process(EXIT_HUNG)
+
+    def _check_device(self) -> None:
+        problem = self.sv.backend.healthy()
+        if problem:
+            raise DeviceLost(problem)
 
     def _flags_of_run(self) -> tuple[list[str], list[str]]:
         """Every case on disk (all sessions): warpgauge providers that failed their gate, and
