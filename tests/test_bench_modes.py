@@ -207,26 +207,28 @@ def test_plans_specs_force_every_candidate_and_the_rule(tmp_path):
     specs = modes.specs_for(s, sm_count=4)
     names = [p.name for p in specs["softmax"].providers]
     assert names[0] == "rule" and specs["softmax"].providers[0].baseline
-    assert {"resident_16384", "resident_512", "looped_1024", "looped_8192", "split_2048",
-            "split_4096"} <= set(names)  # fmt: skip
+    wide, narrow = plans.candidates(3, 8193, 4, "softmax"), plans.candidates(64, 300, 4, "softmax")
+    assert set(names[1:]) == set(wide) | set(narrow) and len(names) == len(set(names))
+    assert {k.split("_")[0] for k in wide} == {"resident", "looped", "split"}  # every plan kind
+    only_wide = next(k for k in wide if k not in narrow)
     ctx = modes_ctx("softmax", {"rows": 64, "width": 300})
-    assert "not a candidate" in specs["softmax"].provider("looped_1024").available(ctx)
-    # measured end to end on a cell small enough for the interpreter: resident and looped_1024
+    assert "not a candidate" in specs["softmax"].provider(only_wide).available(ctx)
+    # measured end to end on cells small enough for the interpreter
     small = _suite("plans", '[ops.softmax]\nshapes = ["2x1100", "2x300"]\n')
     out, cases = _run(tmp_path, small)
     case = cases["softmax/float32/2x1100/warm"]
     status = {p["name"]: p["status"] for p in case["providers"]}
-    assert status == {"rule": "ok", "resident_2048": "ok", "looped_1024": "ok",
-                      "resident_512": "absent"}, status  # fmt: skip
-    assert _prov(case, "rule")["extra"]["plan"] == plans.rule_key(2, 1100, 4) == "resident_2048"
-    assert _prov(case, "looped_1024")["extra"]["plan"] == "looped_1024"
-    narrow = cases["softmax/float32/2x300/warm"]
-    assert _prov(narrow, "looped_1024")["status"] == "absent"
+    cands = plans.candidates(2, 1100, 4, "softmax")
+    assert {k for k, v in status.items() if v == "ok"} == {"rule", *cands}, status
+    assert {k for k, v in status.items() if v == "absent"} == set(status) - {"rule", *cands}
+    rule = plans.rule_key(2, 1100, 4, "softmax")
+    assert _prov(case, "rule")["extra"]["plan"] == rule and rule in cands
+    assert all(_prov(case, k)["extra"]["plan"] == k for k in cands)
     from warpgauge.bench.modes import regret
 
     cells = regret.load_cells(out.run_dir)
     assert len(cells) == 2 and all(c.sm_count == 4 for c in cells)
-    assert {c.label: sorted(c.times) for c in cells}["2x1100"] == ["looped_1024", "resident_2048"]
+    assert sorted({c.label: c for c in cells}["2x1100"].times) == sorted(cands)
 
 
 def test_candidates_prefer_the_kernels_own_list(monkeypatch):
