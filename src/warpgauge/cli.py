@@ -137,6 +137,8 @@ def bench(
         )
         if repeat < 1:
             raise _fail("warpgauge bench: --repeat must be >= 1")
+        if repeat > 1 and resume_dir is not None:
+            raise _fail("warpgauge bench: --repeat makes new runs; it cannot be used with --resume")
         from warpgauge.bench.modes import specs_for
 
         specs_for(chosen, sm_count=1)  # plug-ins and --only/--skip: errors before any GPU work
