@@ -33,16 +33,17 @@ part() {  # part NAME GPU
     gputests)
       timeout 220 python3 -m pytest -q -p no:logging -p no:cacheprovider tests/gpu \
         >"$dir/pytest.log" 2>&1; echo "exit $?" >>"$dir/pytest.log" ;;
-    row_sweep)
-      timeout 150 python3 scripts/row_sweep.py --out "$dir" >"$dir/log" 2>&1 ;;
+    plans)
+      timeout 575 python3 -m warpgauge bench --mode plans --out "$dir" >"$dir/log" 2>&1
+      echo "exit $?" >>"$dir/log" ;;
     cuda)
       timeout 200 python3 -m warpgauge.cuda_softmax --out "$dir/run" --runs 7 --sanitize \
         >"$dir/log" 2>&1; echo "exit $?" >>"$dir/log"; cp cuda/build/resources.txt "$dir/" 2>/dev/null ;;
     training)
       timeout 50 python3 examples/train_tiny.py --steps 120 --device cuda --dtype bfloat16 --out "$dir/train_tiny" >"$dir/train_tiny.log" 2>&1
-      timeout 50 python3 scripts/host_overhead.py --out "$dir/host_overhead" >"$dir/host_overhead.log" 2>&1
-      timeout 80 python3 scripts/grad_accuracy.py --out "$dir/grad_accuracy" >"$dir/grad_accuracy.log" 2>&1
-      timeout 140 python3 scripts/train_steps.py --out "$dir/train_steps" >"$dir/train_steps.log" 2>&1 ;;
+      timeout 120 python3 -m warpgauge bench --mode host --out "$dir" >"$dir/host.log" 2>&1
+      timeout 300 python3 -m warpgauge bench --mode accuracy --out "$dir" >"$dir/accuracy.log" 2>&1
+      timeout 575 python3 -m warpgauge bench --mode fwd_bwd --out "$dir" >"$dir/fwd_bwd.log" 2>&1 ;;
     quick)
       timeout 300 python3 -m warpgauge bench --quick --out "$dir" >"$dir/log" 2>&1
       echo "exit $?" >>"$dir/log" ;;

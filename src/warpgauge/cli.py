@@ -1,8 +1,14 @@
 """``warpgauge``: one entry point, subcommands (one small function each; the work lives in
 its own module).
 
-    warpgauge bench [--suite NAME|FILE] [--ops a,b] [--quick] [--lanes cold,warm] [--out DIR]
+    warpgauge bench [--mode fwd|fwd_bwd|host|accuracy|plans] [--suite NAME|FILE] [--ops a,b]
+                    [--quick] [--lanes cold,warm] [--shapes GLOB] [--only P] [--skip P]
+                    [--provider package.module:function] [--repeat N] [--out DIR]
                     [--resume RUN] [--max-minutes M] [--precompile-workers N]
+    warpgauge plans-report RUN [RUN2]   regret tables of a plans-mode grid (docs/plans.md)
+    warpgauge accuracy-report RUN       errors against FP64 and the tolerance probe
+    warpgauge host-report RUN           host us per eager call beside PyTorch's
+    warpgauge stability RUN RUN ...     per-ratio spread across runs of one suite
     warpgauge report RUN [--out DIR]        render the report from the artifacts (no GPU)
     warpgauge validate RUN [--json]         schema, checksums, coverage; non-zero with reasons
     warpgauge compare A B [--json] [--fail-above PCT] [--min-effect PCT]
@@ -71,8 +77,28 @@ def _split(values: list[str] | None) -> list[str] | None:
 @app.command()
 def bench(
     suite: Annotated[
-        str, typer.Option(help="Packaged suite name or path of a TOML file.")
-    ] = "default",
+        str | None,
+        typer.Option(help="Packaged suite name or path of a TOML file (default: the mode's)."),
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(help="fwd, fwd_bwd, host, accuracy or plans (default: the suite's, fwd)."),
+    ] = None,
+    shapes: Annotated[
+        list[str] | None,
+        typer.Option(help="Only shapes matching these globs (label, op/label or op/dtype/label)."),
+    ] = None,
+    only: Annotated[
+        list[str] | None, typer.Option(help="Only these providers (name or op.name).")
+    ] = None,
+    skip: Annotated[list[str] | None, typer.Option(help="Leave these providers out.")] = None,
+    provider: Annotated[
+        list[str] | None,
+        typer.Option(help="Provider plug-in package.module:function (repeatable)."),
+    ] = None,
+    repeat: Annotated[
+        int, typer.Option(help="Run the suite N times and write the stability log.")
+    ] = 1,
     ops: Annotated[
         list[str] | None, typer.Option(help="Operators to run (comma-separated or repeated).")
     ] = None,
@@ -99,7 +125,7 @@ def bench(
     device: Annotated[int, typer.Option(help="CUDA device index.")] = 0,
 ) -> None:
     """Gate, time and record every provider of every case of a suite (needs a CUDA GPU)."""
-    from warpgauge.bench.suite import Suite, SuiteError, load_suite
+    from warpgauge.bench.suite import MODE_SUITES, Suite, SuiteError, load_suite
 
     resume_dir: Path | None = None
     try:
@@ -112,18 +138,37 @@ def bench(
             from warpgauge import artifacts
 
             chosen = Suite.from_config(artifacts.load_run(resume_dir).run["config"])
-            if ops or quick or lanes or suite != "default":
+            if ops or quick or lanes or suite or mode or shapes:
                 print(
                     "warpgauge bench: --resume measures the run's own suite; --suite/--ops/--quick/--lanes are ignored",
                     file=sys.stderr,
                 )
         else:
             chosen = load_suite(
-                suite, quick=quick, ops=_split(ops), lanes=_split([lanes] if lanes else None)
+                suite or MODE_SUITES.get(mode or "fwd", "default"),
+                quick=quick,
+                ops=_split(ops),
+                lanes=_split([lanes] if lanes else None),
+                shapes=_split(shapes),
+            )
+            from warpgauge.bench import plugins
+
+            chosen = chosen.with_overrides(
+                mode=mode,
+                only=_split(only),
+                skip=_split(skip),
+                plugins=[*(_split(provider) or []), *plugins.entry_point_specs()],
             )
         chosen = chosen.with_overrides(
             max_minutes=max_minutes, precompile_workers=precompile_workers
         )
+        if repeat < 1:
+            raise _fail("warpgauge bench: --repeat must be >= 1")
+        if repeat > 1 and resume_dir is not None:
+            raise _fail("warpgauge bench: --repeat makes new runs; it cannot be used with --resume")
+        from warpgauge.bench.modes import specs_for
+
+        specs_for(chosen, sm_count=1)  # plug-ins and --only/--skip: errors before any GPU work
     except SuiteError as e:
         raise _fail(f"warpgauge bench: {e}") from None
     except (OSError, ValueError) as e:
@@ -152,13 +197,29 @@ def bench(
     except RuntimeError as e:
         raise _fail(f"warpgauge bench: cannot use CUDA device {device}: {e}") from None
     argv = ["warpgauge", *sys.argv[1:]]
-    try:
-        outcome = run_bench(chosen, services, argv, out_root=out, resume=resume_dir)
-    except (OSError, SuiteError, ImportError, ValueError) as e:  # before the run could start
-        from warpgauge.bench.runner import format_error
+    codes, dirs = [], []
+    for i in range(repeat):
+        if i:
+            services = default_services(chosen, device_index=device, ui=ui)
+        try:
+            outcome = run_bench(chosen, services, argv, out_root=out, resume=resume_dir)
+        except (OSError, SuiteError, ImportError, ValueError) as e:  # before the run started
+            from warpgauge.bench.runner import format_error
 
-        raise _fail(f"warpgauge bench: could not start the run: {format_error(e)}", 1) from None
-    raise typer.Exit(outcome.exit_code)
+            raise _fail(f"warpgauge bench: could not start the run: {format_error(e)}", 1) from None
+        codes.append(outcome.exit_code)
+        if outcome.run_dir is not None:
+            dirs.append(outcome.run_dir)
+        if outcome.exit_code not in (0,) and outcome.status != "complete":
+            break
+    if repeat > 1 and len(dirs) > 1:
+        from warpgauge.bench import stability
+
+        path, summ = stability.write(out, dirs)
+        print(
+            f"stability: {summ['n_agree']} of {summ['n_ratios']} ratios agree within 10% -> {path}"
+        )
+    raise typer.Exit(max(codes, key=abs) if codes else 1)
 
 
 @app.command()
@@ -206,6 +267,57 @@ def compare(
         run_a, run_b, as_json=json_, fail_above=fail_above, min_effect=min_effect / 100.0
     )
     raise typer.Exit(code)
+
+
+@app.command("plans-report")
+def plans_report(
+    runs: Annotated[list[Path], typer.Argument(help="One or two plans-mode run directories.")],
+    write: Annotated[
+        Path | None, typer.Option(help="Write the markdown here (e.g. docs/plans.md).")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the summary JSON.")] = None,
+) -> None:
+    """Regret of the plan rules over a plans-mode grid (and the run-to-run noise of two)."""
+    from warpgauge.bench.modes import regret
+
+    raise typer.Exit(regret.report_cli(runs, write, json_out))
+
+
+@app.command("accuracy-report")
+def accuracy_report(
+    run: Annotated[Path, typer.Argument(help="An accuracy-mode run directory.")],
+    write: Annotated[Path | None, typer.Option(help="Write the markdown here.")] = None,
+) -> None:
+    """Errors against FP64 beside PyTorch's own, and the tolerance probe's distribution."""
+    from warpgauge.bench.modes import accuracy_report as rep
+
+    raise typer.Exit(rep.report_cli(run, write))
+
+
+@app.command("host-report")
+def host_report(
+    run: Annotated[Path, typer.Argument(help="A host-mode run directory.")],
+    write: Annotated[Path | None, typer.Option(help="Write the markdown here.")] = None,
+) -> None:
+    """Host microseconds per eager call: warpgauge beside the cheapest PyTorch equivalent."""
+    from warpgauge.bench.modes import host_report as rep
+
+    raise typer.Exit(rep.report_cli(run, write))
+
+
+@app.command()
+def stability(
+    runs: Annotated[list[Path], typer.Argument(help="Two or more runs of the same suite.")],
+    out: Annotated[Path, typer.Option(help="Directory for the stability log.")] = Path("."),
+) -> None:
+    """Per-ratio spread across runs, and the fraction of ratios that agree within 10%."""
+    from warpgauge.bench import stability as st
+
+    if len(runs) < 2:
+        raise _fail("warpgauge stability: give two or more run directories")
+    path, summ = st.write(out, runs)
+    print(st.markdown(summ, top=10))
+    print(f"wrote {path}")
 
 
 @app.command()

@@ -90,6 +90,7 @@ def compare_outputs(outs: Any, refs: Sequence[torch.Tensor], relative: bool = Fa
 def poison(buffers: Sequence[torch.Tensor]) -> None:
     """Fill output buffers with NaN (floating) or all-ones bits (integer)."""
     for b in buffers:
+        b = b.detach()  # an output that requires grad (an autograd view) is poisoned in place too
         if b.is_floating_point():
             b.fill_(float("nan"))
         else:

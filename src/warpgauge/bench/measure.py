@@ -308,7 +308,7 @@ class GroupMeasurer:
             warmup = {"burst_ms": 0.0, "skipped": True, "last_burst_ended_ms_ago": None}
         tel_before = sv.telemetry()
         rule = timing.StopRule.from_sampling(self.suite.sampling)
-        rounds = timing.sample_rounds(
+        rounds = sv.sampler(  # the mode's (timing.sample_rounds but in host mode)
             sv.backend, timed, lane, rule, seed=zlib.crc32(g.case_id(lane).encode()),
             clock=sv.clock, reader=sv.clocks, flush_us=self.h.flush_us,
             after_batch=lambda t: self.inputs_check(t.name),

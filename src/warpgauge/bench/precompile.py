@@ -30,9 +30,6 @@ import threading
 import time
 from pathlib import Path
 
-# Relative cost of a job, to start the slow ones first (max-autotune GEMMs dominate).
-_OP_WEIGHT = {"gemm": 8.0, "int4_linear": 4.0, "add_rms_norm": 2.0, "softmax": 2.0}
-
 
 def _cores() -> int:
     try:
@@ -42,6 +39,8 @@ def _cores() -> int:
 
 
 def plan_jobs(suite, groups, ops) -> list[dict]:
+    from .modes import job_config
+
     jobs = []
     for g in groups:
         spec = ops[g.op]
@@ -54,7 +53,9 @@ def plan_jobs(suite, groups, ops) -> list[dict]:
         jobs.append({
             "op": g.op, "dtype": g.dtype, "shape": g.shape, "key": g.key,
             "settings": suite.settings_for(g.op), "seed": g.seed(suite.seed), "providers": names,
-            "weight": _OP_WEIGHT.get(g.op, 1.0) * (1.0 + size / 2**28),
+            # relative cost (the registry's precompile_weight): the slow ones start first
+            "weight": getattr(spec, "precompile_weight", 1.0) * (1.0 + size / 2**28),
+            "config": job_config(suite, g),  # the worker builds the same mode's providers
         })  # fmt: skip
     jobs.sort(key=lambda j: -j["weight"])
     return jobs
@@ -208,6 +209,10 @@ def _worker(job_q, res_q, lock_path, modes, device_index, log_path):  # pragma: 
         job = job_q.get()
         if job is None:
             break
+        if "config" in job:  # the run's mode, plug-ins and selection, narrowed to this group
+            from .modes import specs_for_config
+
+            ops = specs_for_config(job["config"], device=device)
         spec = ops[job["op"]]
         ctx = context_for(job["op"], job["dtype"], job["shape"], job["settings"], device)
         inputs = None

@@ -58,6 +58,8 @@ class Services:
     # Ends the process after a provider hung inside the driver (recorded first; --resume skips it)
     exit_process: Callable[[int], None] = os._exit
     stuck_grace_s: float = 30.0
+    # How one lane is sampled: the mode's (timing.sample_rounds except in host mode).
+    sampler: Callable[..., list] = timing.sample_rounds
 
 
 def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
@@ -67,7 +69,7 @@ def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
 
     from warpgauge import artifacts, environment
 
-    from . import ceilings, precompile, providers
+    from . import ceilings, modes, precompile
 
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device is visible")
@@ -88,7 +90,7 @@ def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
     return Services(
         backend=timing.CudaBackend(device_index),
         clock=timing.MonotonicClock(),
-        ops=providers.registry(suite.compile.modes),
+        ops=modes.specs_for(suite, device=torch.device("cuda", device_index)),
         artifacts=artifacts,
         provenance=lambda: environment.provenance(device_index=device_index),
         telemetry=lambda: environment.telemetry_snapshot(device_index),
@@ -98,4 +100,5 @@ def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
         ui=ui or QuietUI(),
         sampling_guard=sampling_guard,
         clocks=clocks.NvmlClocks(device_index),
+        sampler=modes.sampler_for(suite, timing.MonotonicClock()),
     )

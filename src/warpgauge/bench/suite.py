@@ -2,8 +2,14 @@
 
 A suite is a TOML file (the packaged ones live in ``warpgauge/suites/``; ``default.toml`` documents
 every key). ``load_suite`` resolves it into a frozen :class:`Suite`, optionally narrowed to the
-``quick`` shapes, some operators or some lanes. ``Suite.to_config()`` is what ``run.json`` stores
-and ``Suite.from_config`` rebuilds the same suite from it, so ``--resume`` needs no TOML file.
+``quick`` shapes, some operators, some lanes, some shapes (a glob filter) or some providers.
+``Suite.to_config()`` is what ``run.json`` stores and ``Suite.from_config`` rebuilds the same suite
+from it, so ``--resume`` needs no TOML file.
+
+A suite names its measuring mode (``mode = "fwd"``, the default; ``fwd_bwd``, ``host``,
+``accuracy``, ``plans``: ``bench/modes/``) and may take every registered operator's shapes from
+a named set in the operator registry (``shape_set = "default"``), so a new operator joins the
+suites by declaring its shapes in its own module. ``[ops.<op>]`` tables override or add.
 
 Nothing here imports torch: dtypes are names ("float16", "bfloat16", "float32").
 """
@@ -12,12 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import re
 import zlib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+
+from .suite_shapes import SuiteError, expand_grid, matches, parse_shape
 
 try:  # Python 3.11+
     import tomllib
@@ -28,32 +34,24 @@ LANES = ("cold", "warm")
 DTYPES = ("float16", "bfloat16", "float32")
 COMPILE_MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead")
 
-# Operator -> how its shapes are written.
-SHAPE_KINDS = {
-    "add": "numel",
-    "row_sum": "rows",
-    "softmax": "rows",
-    "add_rms_norm": "rows",
-    "gemm": "mnk",
-    "int4_linear": "int4",
-}
-OPS = tuple(SHAPE_KINDS)
-_SHAPE_HELP = {
-    "numel": "an element count such as 257, 1M or 16M (K/M/G = 2^10/2^20/2^30)",
-    "rows": "ROWSxWIDTH such as 1024x4096",
-    "mnk": "MxNxK such as 4096x4096x4096 (or N^3)",
-    "int4": "MxNxK such as 1x4096x4096 (x[M,K] @ W[N,K]^T; K a multiple of group_size)",
-}
-# Keys each [ops.<op>] table may hold, beyond shapes / quick / dtypes.
-_OP_EXTRA_KEYS = {"add_rms_norm": {"eps": 1e-6}, "int4_linear": {"group_size": 128}}
+MODES = ("fwd", "fwd_bwd", "host", "accuracy", "plans")
+# The packaged suite each mode runs when no --suite is given.
+MODE_SUITES = {"fwd": "default", "fwd_bwd": "training", "host": "host", "accuracy": "accuracy",
+               "plans": "plans"}  # fmt: skip
 _TOP_KEYS = {
-    "name", "description", "seed", "lanes", "dtypes", "max_minutes",
+    "name", "description", "seed", "lanes", "dtypes", "max_minutes", "mode", "shape_set",
     "sampling", "compile", "ceilings", "quick", "ops",
 }  # fmt: skip
 
 
-class SuiteError(ValueError):
-    """A suite file or selection that cannot be used; the message says what to change."""
+def __getattr__(name: str):
+    """``OPS`` and ``SHAPE_KINDS``: derived from the operator registry on first use."""
+    if name in ("OPS", "SHAPE_KINDS"):
+        from .operators import operators
+
+        ops = operators()
+        return tuple(ops) if name == "OPS" else {k: o.shape_kind for k, o in ops.items()}
+    raise AttributeError(name)
 
 
 # ------------------------------------------------------------------------------------ settings
@@ -72,6 +70,7 @@ class Sampling:
     max_calls_per_graph: int = 50
     burst_ms: float = 200.0
     burst_skip_ms: float = 250.0
+    host_calls: int = 200  # host mode: back-to-back eager calls per host-time sample
     # The stopping rule and the fault limit (bench/timing.py StopRule; bench/errors.py time_limit)
     max_rse: float = 0.01  # stop once the median's relative standard error is at most this
     max_rounds: int = 16
@@ -164,58 +163,6 @@ def split_case_id(case_id: str) -> tuple[str, str, str, str]:
     return parts[0], parts[1], parts[2], parts[3]
 
 
-_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def _numel_label(n: int) -> str:
-    for suffix, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n % scale == 0:
-            return f"{n // scale}{suffix}"
-    return str(n)
-
-
-def parse_shape(op: str, text: Any, settings: dict | None = None) -> tuple[str, dict[str, int]]:
-    """(canonical label, shape dict) of one shape entry of ``op``; SuiteError if malformed."""
-    kind = SHAPE_KINDS[op]
-    settings = settings or {}
-    s = str(text).strip().replace(" ", "")
-    bad = SuiteError(f"ops.{op}: shape {text!r} is not {_SHAPE_HELP[kind]}")
-    if kind == "numel":
-        m = re.fullmatch(r"(\d+)([KMG]?)", s, flags=re.IGNORECASE)
-        if not m:
-            raise bad
-        n = int(m.group(1)) * _SUFFIX[m.group(2).upper()]
-        if n < 1:
-            raise bad
-        return _numel_label(n), {"numel": n}
-    if kind == "rows":
-        m = re.fullmatch(r"(\d+)x(\d+)", s, flags=re.IGNORECASE)
-        if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
-            raise bad
-        r, w = int(m.group(1)), int(m.group(2))
-        return f"{r}x{w}", {"rows": r, "width": w}
-    m3 = re.fullmatch(r"(\d+)\^3", s)
-    if m3:
-        dims = [int(m3.group(1))] * 3
-    else:
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)", s, flags=re.IGNORECASE)
-        if not m:
-            raise bad
-        dims = [int(g) for g in m.groups()]
-    if min(dims) < 1:
-        raise bad
-    M, N, K = dims
-    label = f"{M}x{N}x{K}"
-    if kind == "mnk":
-        return label, {"M": M, "N": N, "K": K}
-    gs = int(settings.get("group_size", 128))
-    if K % gs or K % 2:
-        raise SuiteError(f"ops.{op}: shape {text!r}: K={K} must be a multiple of group_size={gs}")
-    if gs != 128:
-        label += f",g={gs}"
-    return label, {"M": M, "N": N, "K": K, "group_size": gs}
-
-
 # ------------------------------------------------------------------------------------ suite
 
 
@@ -233,8 +180,14 @@ class Suite:
     ceilings: CeilingSettings = field(default_factory=CeilingSettings)
     op_settings: dict = field(default_factory=dict)  # op -> {"eps": .., "group_size": ..}
     source: str = ""
+    mode: str = "fwd"
+    shape_set: str = ""
+    shape_filter: tuple[str, ...] = ()  # globs the groups were selected with (recorded only)
+    providers_only: tuple[str, ...] = ()  # provider names ("name" or "op.name") to keep
+    providers_skip: tuple[str, ...] = ()  # provider names to leave out
+    plugins: tuple[str, ...] = ()  # "package.module:function" provider plug-ins
     source_sha256: str = ""  # of the suite's TOML text: validate re-resolves a packaged suite
-    selection: dict = field(default_factory=dict)  # the filters applied: {ops, lanes, quick}
+    selection: dict = field(default_factory=dict)  # the group filters applied: {ops, lanes, quick}
 
     @property
     def ops(self) -> list[str]:
@@ -259,8 +212,8 @@ class Suite:
             "name": self.name,
             "description": self.description,
             "source": self.source,
-            "source_sha256": self.source_sha256,
-            "selection": dict(self.selection),
+            "mode": self.mode,
+            "shape_set": self.shape_set,
             "lanes": list(self.lanes),
             "ops": self.ops,
             "quick": self.quick,
@@ -273,6 +226,19 @@ class Suite:
                 "mm_sizes": list(self.ceilings.mm_sizes),
             },
             "op_settings": {k: dict(v) for k, v in self.op_settings.items()},
+            "source_sha256": self.source_sha256,
+            # group filters (validate re-resolves a packaged suite with them); a shape filter
+            # makes that check a subset check
+            "selection": {
+                **dict(self.selection),
+                **({"shapes": list(self.shape_filter)} if self.shape_filter else {}),
+            },
+            # provider filters and plug-ins (they change the providers, never the cases)
+            "providers": {
+                "only": list(self.providers_only),
+                "skip": list(self.providers_skip),
+                "plugins": list(self.plugins),
+            },
             "groups": [
                 {"op": g.op, "dtype": g.dtype, "shape_label": g.shape_label, "shape": g.shape}
                 for g in self.groups
@@ -291,6 +257,8 @@ class Suite:
             comp["modes"] = tuple(comp.get("modes", CompileSettings.modes))
             ceil = dict(cfg.get("ceilings", {}))
             ceil["mm_sizes"] = tuple(ceil.get("mm_sizes", CeilingSettings.mm_sizes))
+            sel = dict(cfg.get("selection", {}))
+            provs = cfg.get("providers", {})
             return cls(
                 name=cfg["name"],
                 groups=groups,
@@ -304,19 +272,36 @@ class Suite:
                 ceilings=CeilingSettings(**ceil).check(),
                 op_settings={k: dict(v) for k, v in cfg.get("op_settings", {}).items()},
                 source=cfg.get("source", ""),
+                mode=cfg.get("mode", "fwd"),
+                shape_set=cfg.get("shape_set", ""),
+                shape_filter=tuple(sel.pop("shapes", ())),
+                providers_only=tuple(provs.get("only", ())),
+                providers_skip=tuple(provs.get("skip", ())),
+                plugins=tuple(provs.get("plugins", ())),
                 source_sha256=cfg.get("source_sha256", ""),
-                selection=dict(cfg.get("selection", {})),
+                selection=sel,
             )
         except (KeyError, TypeError) as e:
             raise SuiteError(f"run.json config cannot be read back as a suite: {e!r}") from e
 
-    def with_overrides(self, *, max_minutes=None, precompile_workers=None) -> Suite:
+    def with_overrides(self, *, max_minutes=None, precompile_workers=None, mode=None, only=None,
+                       skip=None, plugins=None) -> Suite:  # fmt: skip
         out = self
         if max_minutes is not None:
             out = dataclasses.replace(out, max_minutes=float(max_minutes))
         if precompile_workers is not None:
             comp = dataclasses.replace(out.compile, precompile_workers=int(precompile_workers))
             out = dataclasses.replace(out, compile=comp.check())
+        if mode is not None:
+            if mode not in MODES:
+                raise SuiteError(f"--mode: unknown mode {mode!r}; known: {', '.join(MODES)}")
+            out = dataclasses.replace(out, mode=mode)
+        if only:
+            out = dataclasses.replace(out, providers_only=tuple(only))
+        if skip:
+            out = dataclasses.replace(out, providers_skip=tuple(skip))
+        if plugins:
+            out = dataclasses.replace(out, plugins=tuple(dict.fromkeys((*out.plugins, *plugins))))
         return out
 
 
@@ -380,6 +365,7 @@ def parse_suite(
     quick: bool = False,
     ops: list[str] | None = None,
     lanes: list[str] | None = None,
+    shapes: list[str] | None = None,
 ) -> Suite:
     """Parse suite TOML ``text`` and resolve the selection; SuiteError on any problem."""
     try:
@@ -392,141 +378,15 @@ def parse_suite(
             f"{source}: unknown top-level key(s) {unknown}; known: {sorted(_TOP_KEYS)}"
         )
     try:
-        suite = _resolve(doc, source, quick, ops, lanes)
+        from .suite_load import resolve
+
+        suite = resolve(doc, source, quick, ops, lanes, shapes)
     except SuiteError as e:
         raise SuiteError(f"{source}: {e}") from None
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    selection = {"ops": list(ops) if ops else None, "lanes": list(lanes) if lanes else None}
-    return dataclasses.replace(suite, source_sha256=digest, selection={**selection, "quick": quick})
-
-
-def _resolve(doc, source, quick, ops_filter, lanes_filter) -> Suite:
-    name = doc.get("name", Path(source).stem if source else "suite")
-    if not isinstance(name, str) or not name:
-        raise SuiteError("name must be a non-empty string")
-    seed = doc.get("seed", 2026)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise SuiteError(f"seed must be an integer, got {seed!r}")
-    suite_lanes = _as_list("lanes", doc.get("lanes", list(LANES)))
-    default_dtypes = _as_list("dtypes", doc.get("dtypes", ["float16", "bfloat16"]))
-    max_minutes = doc.get("max_minutes", 9.0)
-
-    sampling = _dataclass_from(Sampling, "sampling", doc.get("sampling", {}))
-    compile_settings = _dataclass_from(CompileSettings, "compile", doc.get("compile", {}))
-    ceilings = _dataclass_from(CeilingSettings, "ceilings", doc.get("ceilings", {}))
-
-    quick_table = doc.get("quick", {})
-    if not isinstance(quick_table, dict):
-        raise SuiteError("[quick] must be a table")
-    bad_q = sorted(set(quick_table) - {"dtypes", "max_minutes", "sampling", "lanes"})
-    if bad_q:
-        raise SuiteError(
-            f"[quick]: unknown key(s) {bad_q}; known: dtypes, lanes, max_minutes, sampling"
-        )
-    if quick:
-        if "sampling" in quick_table:
-            sampling = _dataclass_from(
-                Sampling, "quick.sampling", quick_table["sampling"], sampling
-            )
-        max_minutes = quick_table.get("max_minutes", max_minutes)
-        suite_lanes = _as_list("quick.lanes", quick_table.get("lanes", suite_lanes))
-    if (
-        isinstance(max_minutes, bool)
-        or not isinstance(max_minutes, (int, float))
-        or max_minutes <= 0
-    ):
-        raise SuiteError(f"max_minutes must be a number > 0, got {max_minutes!r}")
-
-    bad_lanes = [x for x in suite_lanes if x not in LANES]
-    if bad_lanes or not suite_lanes:
-        raise SuiteError(f"lanes must be a non-empty subset of {list(LANES)}, got {suite_lanes}")
-    if lanes_filter:
-        unknown_l = [x for x in lanes_filter if x not in LANES]
-        if unknown_l:
-            raise SuiteError(f"--lanes: unknown lane(s) {unknown_l}; known: {list(LANES)}")
-        suite_lanes = [x for x in LANES if x in lanes_filter]
-
-    ops_table = doc.get("ops")
-    if not isinstance(ops_table, dict) or not ops_table:
-        raise SuiteError("the suite has no [ops.<operator>] tables")
-    unknown_ops = sorted(set(ops_table) - set(OPS))
-    if unknown_ops:
-        raise SuiteError(f"unknown operator(s) {unknown_ops}; known: {list(OPS)}")
-    if ops_filter:
-        missing = [o for o in ops_filter if o not in OPS]
-        if missing:
-            raise SuiteError(f"--ops: unknown operator(s) {missing}; known: {list(OPS)}")
-        absent = [o for o in ops_filter if o not in ops_table]
-        if absent:
-            raise SuiteError(
-                f"--ops: operator(s) {absent} are not in this suite ({list(ops_table)})"
-            )
-
-    groups: list[Group] = []
-    op_settings: dict[str, dict] = {}
-    for op, table in ops_table.items():
-        if not isinstance(table, dict):
-            raise SuiteError(f"[ops.{op}] must be a table")
-        extras = _OP_EXTRA_KEYS.get(op, {})
-        known = {"shapes", "quick", "dtypes", *extras}
-        bad = sorted(set(table) - known)
-        if bad:
-            raise SuiteError(f"[ops.{op}]: unknown key(s) {bad}; known: {sorted(known)}")
-        settings = {k: table.get(k, v) for k, v in extras.items()}
-        gs = settings.get("group_size")
-        if gs is not None and (
-            isinstance(gs, bool) or not isinstance(gs, int) or gs < 16 or gs % 16
-        ):
-            raise SuiteError(f"[ops.{op}]: group_size must be a positive multiple of 16 (e.g. 128)")
-        if "eps" in settings and (
-            not isinstance(settings["eps"], (int, float)) or not settings["eps"] > 0
-        ):
-            raise SuiteError(f"[ops.{op}]: eps must be a number > 0")
-        shapes = _as_list(f"ops.{op}.shapes", table.get("shapes", []), (str, int))
-        if not shapes:
-            raise SuiteError(f"[ops.{op}] lists no shapes")
-        parsed = [parse_shape(op, s, settings) for s in shapes]
-        quick_shapes = table.get("quick")
-        if quick_shapes is not None:
-            for s in _as_list(f"ops.{op}.quick", quick_shapes, (str, int)):
-                parse_shape(op, s, settings)  # validate even when not selected
-        dtypes = _as_list(f"ops.{op}.dtypes", table.get("dtypes", default_dtypes))
-        bad_dt = [d for d in dtypes if d not in DTYPES]
-        if bad_dt or not dtypes:
-            raise SuiteError(f"[ops.{op}]: dtypes must be a non-empty subset of {list(DTYPES)}")
-        if ops_filter and op not in ops_filter:
-            continue
-        if quick:
-            if not quick_shapes:
-                continue  # no quick shapes: the operator is not in the quick subset
-            parsed = [parse_shape(op, s, settings) for s in quick_shapes]
-            qd = quick_table.get("dtypes")
-            if qd is not None:
-                dtypes = [d for d in dtypes if d in _as_list("quick.dtypes", qd)]
-        op_settings[op] = settings
-        seen = set()
-        for label, shape in parsed:
-            if label in seen:
-                raise SuiteError(f"[ops.{op}]: shape {label} is listed twice")
-            seen.add(label)
-            for dt in dtypes:
-                groups.append(Group(op, dt, label, tuple(sorted(shape.items()))))
-    if not groups:
-        raise SuiteError("the selection is empty (check --ops, --quick and the [quick] shapes)")
-    return Suite(
-        name=name,
-        groups=tuple(groups),
-        lanes=tuple(suite_lanes),
-        seed=seed,
-        description=str(doc.get("description", "")),
-        quick=quick,
-        max_minutes=float(max_minutes),
-        sampling=sampling,
-        compile=compile_settings,
-        ceilings=ceilings,
-        op_settings=op_settings,
-        source=source,
-    )
+    selection = {"ops": list(ops) if ops else None, "lanes": list(lanes) if lanes else None,
+                 "quick": quick}  # fmt: skip
+    return dataclasses.replace(suite, source_sha256=digest, selection=selection)
 
 
 def load_suite(
@@ -535,7 +395,15 @@ def load_suite(
     quick: bool = False,
     ops: list[str] | None = None,
     lanes: list[str] | None = None,
+    shapes: list[str] | None = None,
 ) -> Suite:
     """Load a packaged suite by name (``default``) or a TOML file by path, and select."""
     text, source = _read_suite_text(spec)
-    return parse_suite(text, source=source, quick=quick, ops=ops, lanes=lanes)
+    return parse_suite(text, source=source, quick=quick, ops=ops, lanes=lanes, shapes=shapes)
+
+
+__all__ = [
+    "COMPILE_MODES", "DTYPES", "LANES", "MODES", "MODE_SUITES", "CeilingSettings",
+    "CompileSettings", "Group", "Sampling", "Suite", "SuiteError", "expand_grid", "load_suite",
+    "matches", "packaged_suites", "parse_shape", "parse_suite", "split_case_id",
+]  # fmt: skip

@@ -1,0 +1,131 @@
+"""Regret scoring of plan rules, the held-out fit, the plans report, and the stability log."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from warpgauge.bench import stability
+from warpgauge.bench.modes import regret, regret_report
+from warpgauge.bench.modes.regret import Cell
+
+SM = 4
+
+
+def truth(rows: int, width: int) -> str:
+    """The planted best plan: resident up to 16384, split below 2 rows per SM, else looped."""
+    if width <= 16384:
+        return "resident"
+    return "split_2048" if rows < 2 * SM else "looped_4096"
+
+
+def _cells(seed_rule_key=None):
+    """A synthetic grid whose best plan is ``truth`` (1.0 us); every other plan is slower by a
+    factor that grows with its position, so the planted rule has zero regret."""
+    out = []
+    for rows in (1, 2, 4, 6, 8, 12, 16, 32, 64):
+        for width in (4096, 12288, 16384, 20000, 40000, 65537, 131072):
+            keys = ["looped_1024", "looped_2048", "looped_4096", "looped_8192", "split_2048",
+                    "split_4096"] + (["resident"] if width <= 32768 else [])  # fmt: skip
+            best = truth(rows, width)
+            times = {k: (1.0 if k == best else 1.05 + 0.1 * i) for i, k in enumerate(keys)}
+            rk = seed_rule_key(rows, width) if seed_rule_key else best
+            out.append(Cell("softmax", "bfloat16", f"{rows}x{width}", "cold", rows, width, SM,
+                            times, rk, times.get(rk)))  # fmt: skip
+    return out
+
+
+def test_regret_is_rule_time_over_best_minus_one():
+    c = Cell("softmax", "bf16", "4x100", "cold", 4, 100, SM, {"a": 2.0, "b": 2.5, "c": 3.0},
+             "b", 2.6)  # fmt: skip
+    s = regret.score([c], regret.current)
+    assert s["mean"] == pytest.approx(0.25) and s["over_10pct"] == 1 and s["missing"] == 0
+    gone = Cell("softmax", "bf16", "4x100", "cold", 4, 100, SM, {"a": 2.0}, "zzz", None)
+    assert regret.score([gone], regret.current)["missing"] == 1
+
+
+def test_fit_finds_the_planted_rule_and_scores_the_held_out_half():
+    cells = _cells()
+    fit_half = [c for c in cells if c.half() == 0]
+    held = [c for c in cells if c.half() == 1]
+    assert fit_half and held and len(fit_half) + len(held) == len(cells)
+    rule = regret.fit(fit_half)
+    assert regret.score(fit_half, rule.choose)["mean"] == pytest.approx(0.0)
+    seen = [c for c in held if regret.region(c) in rule.table]
+    assert len(seen) > len(held) / 2
+    # the planted boundaries (16384 wide, 2 rows per SM) sit on region edges: zero regret on
+    # every held-out cell whose region the fit half saw; the others take the fallback plan
+    s = regret.score(seen, rule.choose)
+    assert s["n"] == len(seen) and s["mean"] == pytest.approx(0.0) and s["over_10pct"] == 0
+    assert regret.score(held, rule.choose)["n"] == len(held)
+    # a wrong rule has regret on the same cells
+    wrong = regret.score(held, lambda c: "looped_8192")
+    assert wrong["mean"] > 0.04 and wrong["p90"] > 0 and wrong["missing"] == 0
+    assert all(v in {"resident", "split_2048", "looped_4096"} for v in rule.table.values())
+
+
+def test_summary_and_markdown(tmp_path, monkeypatch):
+    a = _cells(seed_rule_key=lambda r, w: "looped_8192" if w > 16384 else "resident")
+    b = [Cell(**{**c.__dict__, "times": {k: t * 1.02 for k, t in c.times.items()}}) for c in a]
+    runs = {"run-a": a, "run-b": b}
+    monkeypatch.setattr(regret, "load_cells", lambda d: runs[str(d)])
+    summ = regret.summarize(["run-a", "run-b"])
+    cur = summ["ops"]["all"]["current"]
+    assert len(cur) == 2 and cur[0]["mean"] > 0.0
+    assert cur[0]["mean"] == pytest.approx(cur[1]["mean"])  # uniform 2% drift: same regret
+    assert summ["noise"]["median"] == pytest.approx(0.02 / 1.02, rel=1e-3)
+    fitted = summ["ops"]["softmax"]["fitted"]
+    assert fitted["fit"]["mean"] == pytest.approx(0.0)
+    assert fitted["held_out"]["mean"] < fitted["current_held_out"]["mean"]
+    assert summ["ops"]["softmax"]["split_vs_loop"]
+    md = regret_report.markdown(summ)
+    for text in ("Regret of the rules", "held-out", "Noise", "Split against loop", "Worst cells"):
+        assert text in md
+    doc = tmp_path / "plans.md"
+    doc.write_text(f"intro\n{regret_report.BEGIN}\nplaceholder\n{regret_report.END}\noutro\n")
+    regret_report.write_into(doc, md)
+    text = doc.read_text()
+    assert text.startswith("intro\n") and text.endswith("outro\n") and "placeholder" not in text
+
+
+def test_stability_log_from_two_fake_runs(tmp_path):
+    from warpgauge.bench.runner import run_bench
+
+    from .test_bench_fakes import Counter, FakeClock, fake_add_spec, fake_services, fake_suite
+
+    dirs = []
+    for slow in (1.0, 1.3):
+        clock, counter = FakeClock(), Counter()
+        spec = fake_add_spec(clock, counter)
+        if slow != 1.0:  # the second run: torch 30% slower, everything else the same
+            import dataclasses
+
+            provs = []
+            for p in spec.providers:
+                if p.name == "torch":
+                    inner = p.build
+
+                    def build(inp, ctx, inner=inner, clock=clock):
+                        b = inner(inp, ctx)
+                        fn = b.fn
+
+                        def slower():
+                            clock.advance(6e-6)
+                            return fn()
+
+                        return dataclasses.replace(b, fn=slower)
+
+                    p = dataclasses.replace(p, build=build)
+                provs.append(p)
+            spec = dataclasses.replace(spec, providers=tuple(provs))
+        out = run_bench(fake_suite(numels=(1024,)), fake_services(clock, spec), ["x"],
+                        out_root=tmp_path)  # fmt: skip
+        dirs.append(out.run_dir)
+    path, summ = stability.write(tmp_path, dirs)
+    assert summ["n_ratios"] > 0
+    moved = [r for r in summ["ratios"] if r["ratio"].endswith("/torch")]
+    assert moved and all(r["spread"] > 0.10 for r in moved)
+    assert summ["n_agree"] == summ["n_ratios"] - len(moved)
+    assert json.loads(path.read_text())["fraction_agree"] == pytest.approx(summ["fraction_agree"])
+    assert "ratios agree within 10%" in (tmp_path / f"{dirs[0].name}-stability.md").read_text()
