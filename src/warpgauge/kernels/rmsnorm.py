@@ -180,8 +180,7 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
         return y, h
     p = row_plan(rows, n, x.device, plan)
     if p.kind == "resident":
-        if p.block < n:
-            raise ValueError(f"resident plan block {p.block} is narrower than the row ({n})")
+        p = RowPlan("resident", p.resident_block(n, False), p.num_warps)
         launch(
             _rms_resident,
             (rows,),

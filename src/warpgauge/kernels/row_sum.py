@@ -82,8 +82,7 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
         return y
     p = row_plan(rows, n, x.device, plan)
     if p.kind == "resident":
-        if p.block < n:
-            raise ValueError(f"resident plan block {p.block} is narrower than the row ({n})")
+        p = RowPlan("resident", p.resident_block(n, False), p.num_warps)
         launch(_row_sum_resident, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
     elif p.kind == "looped":
         launch(_row_sum_looped, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)

@@ -18,11 +18,13 @@ import triton
 import triton.language as tl
 
 from .._checks import check_tensor, rows_view
+from .._device import device_info
 from ._launch import empty, empty_rows_like, launch, row_plan
+from ._rows import align_for, body_span, edge_index, stride8
 from .plans import RowPlan
 from .work import Work, esize
 
-NEG_INF = float("-inf")
+NEG_INF = tl.constexpr(float("-inf"))
 
 
 def work(rows: int, width: int, dtype: torch.dtype) -> Work:
@@ -56,37 +58,111 @@ def _merge(m_vec, s_vec):
 
 
 @triton.jit
-def _softmax_resident(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < N
-    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
-    m = tl.max(x, 0)
-    shift = tl.where(m == float("-inf"), 0.0, m)
-    e = tl.exp(x - shift)
-    s = tl.sum(e, 0)
-    inv = tl.where(s == 0, 0.0, 1.0 / s)
-    tl.store(y_ptr + row * N + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=mask)
+def _softmax_resident(
+    x_ptr,
+    y_ptr,
+    x_stride,
+    n_rows,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+):
+    # I/O: read ROWS rows of x once, write ROWS rows of y once; the rows stay in registers.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = (rows < n_rows)[:, None]
+    if S8:
+        x_stride = tl.multiple_of(x_stride, 8)
+    xb1 = rows * x_stride
+    xb = xb1[:, None]
+    yb = (rows * N)[:, None]
+    offs = tl.arange(0, BLOCK)[None, :]
+    if ALIGN:  # x_stride == N (launcher): x and y rows share their head
+        head, start, blen = body_span(xb1, N)
+        head, start, blen = head[:, None], start[:, None], blen[:, None]
+        bm = rmask & (offs < blen)
+        x = tl.load(x_ptr + start + offs, mask=bm, other=NEG_INF).to(tl.float32)
+        ecol, em = edge_index(head, blen, N)
+        em = em & rmask
+        xe = tl.load(x_ptr + xb + ecol, mask=em, other=NEG_INF).to(tl.float32)
+        m = tl.maximum(tl.max(x, 1), tl.max(xe, 1))
+        shift = tl.where(m == NEG_INF, 0.0, m)[:, None]
+        e = tl.exp(x - shift)
+        ee = tl.exp(xe - shift)
+        s = tl.sum(e, 1) + tl.sum(ee, 1)
+        inv = tl.where(s == 0, 0.0, 1.0 / s)[:, None]
+        tl.store(y_ptr + start + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=bm)
+        tl.store(y_ptr + xb + ecol, (ee * inv).to(y_ptr.dtype.element_ty), mask=em)
+    else:
+        mask = rmask & (offs < N)
+        x = tl.load(x_ptr + xb + offs, mask=mask, other=NEG_INF).to(tl.float32)
+        m = tl.max(x, 1)
+        shift = tl.where(m == NEG_INF, 0.0, m)[:, None]
+        e = tl.exp(x - shift)
+        s = tl.sum(e, 1)
+        inv = tl.where(s == 0, 0.0, 1.0 / s)[:, None]
+        tl.store(y_ptr + yb + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _softmax_looped(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    xr = x_ptr + row * x_stride
-    yr = y_ptr + row * N
+def _softmax_looped(
+    x_ptr,
+    y_ptr,
+    x_stride,
+    n_rows,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+    EV_KEEP: tl.constexpr,
+    EV_DROP: tl.constexpr,
+):
+    # I/O: read x twice (the second pass hits L2 when the grid is persistent and few rows are in
+    # flight), write y once. Rows pid, pid + programs, ... (a persistent grid when programs <
+    # rows; one program per row otherwise).
+    if S8:
+        x_stride = tl.multiple_of(x_stride, 8)
     offs = tl.arange(0, BLOCK)
-    m = tl.full([], float("-inf"), tl.float32)
-    s = tl.zeros([], tl.float32)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
-        m, s = _online_update(m, s, x)
-    shift = tl.where(m == float("-inf"), 0.0, m)
-    inv = tl.where(s == 0, 0.0, 1.0 / s)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
-        tl.store(yr + idx, (tl.exp(x - shift) * inv).to(y_ptr.dtype.element_ty), mask=idx < N)
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    first = pid.to(tl.int64)
+    for i in range(0, tl.cdiv(n_rows - pid, nprog)):
+        row = first + i * nprog
+        xb = row * x_stride
+        if ALIGN:
+            head, start, blen = body_span(xb, N)
+            ecol, em = edge_index(head, blen, N)
+            xe = tl.load(x_ptr + xb + ecol, mask=em, other=NEG_INF).to(tl.float32)
+            m = tl.max(xe, 0)
+            shift = tl.where(m == NEG_INF, 0.0, m)
+            s = tl.sum(tl.exp(xe - shift), 0)
+            ystart = start
+        else:
+            start = xb
+            blen = N
+            ystart = row * N
+            m = tl.full([], NEG_INF, tl.float32)
+            s = tl.zeros([], tl.float32)
+        for c in range(0, blen, BLOCK):
+            idx = c + offs
+            x = tl.load(
+                x_ptr + start + idx, mask=idx < blen, other=NEG_INF, eviction_policy=EV_KEEP
+            )
+            m, s = _online_update(m, s, x.to(tl.float32))
+        shift = tl.where(m == NEG_INF, 0.0, m)
+        inv = tl.where(s == 0, 0.0, 1.0 / s)
+        for c in range(0, blen, BLOCK):
+            idx = c + offs
+            x = tl.load(
+                x_ptr + start + idx, mask=idx < blen, other=NEG_INF, eviction_policy=EV_DROP
+            )
+            y = (tl.exp(x.to(tl.float32) - shift) * inv).to(y_ptr.dtype.element_ty)
+            tl.store(y_ptr + ystart + idx, y, mask=idx < blen, eviction_policy=EV_DROP)
+        if ALIGN:
+            tl.store(
+                y_ptr + xb + ecol, (tl.exp(xe - shift) * inv).to(y_ptr.dtype.element_ty), mask=em
+            )
 
 
 @triton.jit
@@ -149,12 +225,21 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
     if rows == 0:
         return y
     p = row_plan(rows, n, x.device, plan)
+    align = p.align and align_for(n, stride, n)
+    s8 = stride8(stride)
     if p.kind == "resident":
-        if p.block < n:
-            raise ValueError(f"resident plan block {p.block} is narrower than the row ({n})")
-        launch(_softmax_resident, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
+        grid = (p.programs(rows, 1),)
+        block = p.resident_block(n, align)
+        launch(_softmax_resident, grid, x2, y, stride, rows,
+            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
     elif p.kind == "looped":
-        launch(_softmax_looped, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
+        grid = (p.programs(rows, device_info(x.device).sm_count),)
+        keep, drop = ("evict_last", "evict_first") if p.evict else ("", "")
+        launch(_softmax_looped, grid, x2, y, stride, rows,
+            N=n, BLOCK=p.block, ALIGN=align, S8=s8, EV_KEEP=keep, EV_DROP=drop,
+            num_warps=p.num_warps,
+        )  # fmt: skip
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         stats = empty((rows, n_chunks, 2), torch.float32, x.device)

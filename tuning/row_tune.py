@@ -1,0 +1,261 @@
+"""Row-plan tuning sweep for the H200 (a tuning aid, not a harness run).
+
+Forces row plans (RowPlan candidates and hand-picked variants) through the launchers over real
+model widths and prints TB/s on compulsory bytes. Kernels are compiled first by worker processes
+(each runs its share of the cases once, filling Triton's on-disk cache), then the main process
+times every case: a CUDA graph of several calls, inputs rotated over copies totalling more than
+twice the L2 (so DRAM-bound cases read DRAM), median of a few replays.
+
+    PYTHONPATH=src python3 tuning/row_tune.py --out $OUT/tune.json [--set fwd|bwd|all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+
+import torch
+
+from warpgauge.kernels import rmsnorm as rms_k
+from warpgauge.kernels import row_sum as row_sum_k
+from warpgauge.kernels import softmax as softmax_k
+from warpgauge.kernels.plans import RowPlan
+
+SM = None
+TRAFFIC = 256 << 20  # bytes a DRAM-bound case moves (compulsory)
+
+
+def bytes_of(op, rows, n):
+    e = 2
+    return {
+        "softmax": 2 * rows * n * e,
+        "softmax_bwd": 3 * rows * n * e,
+        "rms": 4 * rows * n * e + n * e,
+        "rms_bwd": 3 * rows * n * e + n * e,
+        "rms_bwd_nodw": 3 * rows * n * e + n * e,
+        "row_sum": rows * n * e + rows * e,
+    }[op]
+
+
+def make_inputs(op, rows, n, copies):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    out = []
+    for _ in range(copies):
+        x = torch.randn((rows, n), device="cuda", generator=g).to(torch.bfloat16)
+        if op in ("rms",) or op in ("rms_bwd", "rms_bwd_nodw"):
+            out.append((x, torch.randn_like(x), torch.randn(n, device="cuda").to(torch.bfloat16)))
+        elif op == "softmax_bwd":
+            out.append((x.softmax(-1), torch.randn_like(x)))
+        else:
+            out.append((x,))
+    return out
+
+
+def call(op, plan, args):
+    if op == "softmax":
+        return softmax_k.softmax(args[0], plan=plan)
+    if op == "torch_softmax":
+        return torch.softmax(args[0], -1)
+    if op == "softmax_bwd":
+        return softmax_k.softmax_backward(args[0], args[1], plan=plan)
+    if op == "rms":
+        return rms_k.add_rms_norm(args[0], args[1], args[2], 1e-6, plan=plan)
+    if op == "rms_bwd":
+        return rms_k.add_rms_norm_backward(args[0], None, args[1], args[2], 1e-6, plan=plan)
+    if op == "rms_bwd_nodw":
+        return rms_k.add_rms_norm_backward(
+            args[0], None, args[1], args[2], 1e-6, need_dw=False, plan=plan
+        )
+    if op == "row_sum":
+        return row_sum_k.row_sum(args[0], plan=plan)
+    raise ValueError(op)
+
+
+def shapes_fwd():
+    widths = [2048, 2880, 4096, 4097, 5120, 7168, 8192, 14336, 16384, 32000, 32769, 50257,
+              65537, 100000, 128256, 131072, 151936, 262144]  # fmt: skip
+    cells = []
+    for n in widths:
+        rows = max(1, TRAFFIC // (4 * n))  # softmax traffic 4 bytes/element
+        cells.append((rows, n))
+    cells += [(32, 127), (1024, 1024), (512, 4097), (8, 16384), (4, 32769), (64, 131072),
+              (2, 1048576), (16, 262144), (128, 32769), (96, 65537)]  # fmt: skip
+    return cells
+
+
+def variants(op, rows, n):
+    base = "softmax" if op.startswith("softmax") else op
+    cands = RowPlan.candidates(rows, n, SM)
+    rule = RowPlan.for_shape(rows, n, SM)
+    keep = [rule]
+    for p in cands:
+        if (
+            p.kind == "resident"
+            and p.rows == 1
+            and p.num_warps in (rule.num_warps // 2, rule.num_warps * 2)
+            or p.kind == "resident"
+            and p.rows > 1
+            and p.rows <= 4
+        ):
+            keep.append(p)
+        elif p.kind == "looped" and (p.block, p.num_warps, p.programs_per_sm) in (
+            (8192, 16, 0),
+            (8192, 16, 1),
+            (8192, 16, 2),
+            (4096, 8, 0),
+            (4096, 8, 2),
+            (16384, 32, 1),
+            (16384, 32, 2),
+        ):
+            if rows >= SM and (n > 8192):
+                keep.append(p)
+        elif p.kind == "split" and rows < 2 * SM:
+            keep.append(p)
+    if rule.kind == "resident" and n % 8:
+        keep.append(RowPlan(rule.kind, triton_np2(n), rule.num_warps, align=False))
+    del base
+    seen, out = set(), []
+    for p in keep:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def triton_np2(n):
+    return 1 << (n - 1).bit_length()
+
+
+def build_cases(which):
+    cases = []
+    if which in ("fwd", "all"):
+        for rows, n in shapes_fwd():
+            cases.append(("torch_softmax", rows, n, None))
+            for p in variants("softmax", rows, n):
+                cases.append(("softmax", rows, n, p))
+            rule = RowPlan.for_shape(rows, n, SM)
+            rrows = max(1, rows // 2)
+            cases.append(("rms", rrows, n, rule))
+            if n > 8192 and rows >= SM:
+                cases.append(("rms", rrows, n, RowPlan.looped(16384, 32)))
+                cases.append(("rms", rrows, n, RowPlan.looped(4096, 8)))
+            cases.append(("row_sum", rows, n, rule))
+    return cases
+
+
+def warm_worker(chunk):
+    torch.cuda.init()
+    done = 0
+    for op, rows, n, plan in chunk:
+        try:
+            args = make_inputs(op, rows, n, 1)[0]
+            call(op, plan, args)
+            torch.cuda.synchronize()
+            done += 1
+        except Exception as e:  # noqa: BLE001 - reported, timed later anyway
+            print(f"warm fail {op} {rows}x{n} {plan}: {type(e).__name__}: {e}"[:300], flush=True)
+    return done
+
+
+def time_case(op, rows, n, plan, l2):
+    size = rows * n * 2
+    copies = max(1, min(8, -(-3 * l2 // max(size, 1))))
+    ins = make_inputs(op, rows, n, copies)
+    for a in ins:
+        call(op, plan, a)
+    torch.cuda.synchronize()
+    est_t0 = time.perf_counter()
+    call(op, plan, ins[0])
+    torch.cuda.synchronize()
+    per = max(time.perf_counter() - est_t0, 5e-6)
+    reps = int(max(copies, min(200, 3e-3 / per)))
+    reps = -(-reps // copies) * copies
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            for i in range(reps):
+                call(op, plan, ins[i % copies])
+    torch.cuda.synchronize()
+    g.replay()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(5):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1e3 / reps)
+    ts.sort()
+    us = ts[len(ts) // 2]
+    return us
+
+
+def main():
+    global SM
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--set", default="fwd")
+    ap.add_argument("--workers", type=int, default=12)
+    ap.add_argument("--budget", type=float, default=100.0)
+    a = ap.parse_args()
+    t0 = time.time()
+    props = torch.cuda.get_device_properties(0)
+    SM = props.multi_processor_count
+    l2 = props.L2_cache_size
+    cases = build_cases(a.set)
+    print(f"{len(cases)} cases, SM={SM}, L2={l2 >> 20} MB", flush=True)
+    kernels = [c for c in cases if not c[0].startswith("torch")]
+    chunks = [kernels[i :: a.workers] for i in range(a.workers)]
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(a.workers, initializer=_init_worker, initargs=(SM,)) as pool:
+        res = pool.map_async(warm_worker, chunks)
+        try:
+            print("warmed", sum(res.get(timeout=a.budget * 0.45)), flush=True)
+        except mp.TimeoutError:
+            print("warm-up timed out; timing what compiled", flush=True)
+            pool.terminate()
+    print(f"compile phase {time.time() - t0:.1f}s", flush=True)
+    results = []
+    for op, rows, n, plan in cases:
+        if time.time() - t0 > a.budget:
+            print("budget reached", flush=True)
+            break
+        try:
+            us = time_case(op, rows, n, plan, l2)
+            tbps = bytes_of(op.replace("torch_", ""), rows, n) / us / 1e6
+            err = None
+        except Exception as e:  # noqa: BLE001
+            us, tbps, err = None, None, f"{type(e).__name__}: {e}"[:200]
+        results.append(dict(op=op, rows=rows, width=n, plan=repr(plan), us=us, tbps=tbps, err=err))
+        with open(a.out, "w") as f:
+            json.dump(dict(sm=SM, l2=l2, results=results), f, indent=0)
+    # summary: best plan per (op, shape)
+    print(f"\n{'op':10s} {'shape':>14s} {'rule TB/s':>9s} {'best TB/s':>9s}  best plan")
+    by = {}
+    for r in results:
+        by.setdefault((r["op"], r["rows"], r["width"]), []).append(r)
+    for (op, rows, n), rs in by.items():
+        ok = [r for r in rs if r["tbps"]]
+        if not ok:
+            continue
+        best = max(ok, key=lambda r: r["tbps"])
+        print(
+            f"{op:10s} {rows:>6d}x{n:<7d} {ok[0]['tbps']:9.3f} {best['tbps']:9.3f}  {best['plan']}"
+        )
+    print(f"total {time.time() - t0:.1f}s")
+
+
+def _init_worker(sm):
+    global SM
+    SM = sm
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
