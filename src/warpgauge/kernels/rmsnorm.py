@@ -24,6 +24,7 @@ import triton.language as tl
 from .._checks import check_eps, check_same_device, check_same_dtype, check_tensor, rows_view
 from .._device import device_info
 from ._launch import empty, empty_rows_like, launch, row_plan
+from ._rows import align_for, body_span, edge_index, stride8
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -37,55 +38,137 @@ def work(rows: int, width: int, dtype: torch.dtype) -> Work:
 
 
 @triton.jit
-def _h_chunk(x_ptr, r_ptr, h_ptr, idx, mask):
-    x = tl.load(x_ptr + idx, mask=mask, other=0.0).to(tl.float32)
-    r = tl.load(r_ptr + idx, mask=mask, other=0.0).to(tl.float32)
-    h = (x + r).to(h_ptr.dtype.element_ty)
-    tl.store(h_ptr + idx, h, mask=mask)
-    return h.to(tl.float32)
-
-
-@triton.jit
 def _rms_resident(
-    x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, x_stride, r_stride, eps, N: tl.constexpr, BLOCK: tl.constexpr
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    x_stride,
+    r_stride,
+    n_rows,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < N
-    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=0.0).to(tl.float32)
-    r = tl.load(r_ptr + row * r_stride + offs, mask=mask, other=0.0).to(tl.float32)
-    h = (x + r).to(h_ptr.dtype.element_ty)
-    tl.store(h_ptr + row * N + offs, h, mask=mask)
-    hf = h.to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, 0) / N + eps)
-    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * N + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+    # I/O: read ROWS rows of x and r, w once per program; write ROWS rows of h and y.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = (rows < n_rows)[:, None]
+    if S8:
+        x_stride = tl.multiple_of(x_stride, 8)
+        r_stride = tl.multiple_of(r_stride, 8)
+    offs = tl.arange(0, BLOCK)[None, :]
+    if ALIGN:  # x_stride == r_stride == N (launcher): every tensor's rows share their head
+        base = rows * N
+        head, start, blen = body_span(base, N)
+        head, start, blen = head[:, None], start[:, None], blen[:, None]
+        bm = rmask & (offs < blen)
+        x = tl.load(x_ptr + start + offs, mask=bm, other=0.0).to(tl.float32)
+        r = tl.load(r_ptr + start + offs, mask=bm, other=0.0).to(tl.float32)
+        h = (x + r).to(h_ptr.dtype.element_ty)
+        tl.store(h_ptr + start + offs, h, mask=bm)
+        hf = h.to(tl.float32)
+        ecol, em = edge_index(head, blen, N)
+        em = em & rmask
+        eo = base[:, None] + ecol
+        xe = tl.load(x_ptr + eo, mask=em, other=0.0).to(tl.float32)
+        re = tl.load(r_ptr + eo, mask=em, other=0.0).to(tl.float32)
+        he = (xe + re).to(h_ptr.dtype.element_ty)
+        tl.store(h_ptr + eo, he, mask=em)
+        hef = he.to(tl.float32)
+        rstd = (1.0 / tl.sqrt((tl.sum(hf * hf, 1) + tl.sum(hef * hef, 1)) / N + eps))[:, None]
+        w = tl.load(w_ptr + head + offs, mask=bm, other=0.0).to(tl.float32)
+        we = tl.load(w_ptr + ecol, mask=em, other=0.0).to(tl.float32)
+        tl.store(y_ptr + start + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=bm)
+        tl.store(y_ptr + eo, (hef * rstd * we).to(y_ptr.dtype.element_ty), mask=em)
+    else:
+        cm = offs < N
+        mask = rmask & cm
+        x = tl.load(x_ptr + (rows * x_stride)[:, None] + offs, mask=mask, other=0.0)
+        r = tl.load(r_ptr + (rows * r_stride)[:, None] + offs, mask=mask, other=0.0)
+        h = (x.to(tl.float32) + r.to(tl.float32)).to(h_ptr.dtype.element_ty)
+        ob = (rows * N)[:, None]
+        tl.store(h_ptr + ob + offs, h, mask=mask)
+        hf = h.to(tl.float32)
+        rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
+        w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
+        tl.store(y_ptr + ob + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _rms_looped(
-    x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, x_stride, r_stride, eps, N: tl.constexpr, BLOCK: tl.constexpr
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    x_stride,
+    r_stride,
+    n_rows,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+    EV_KEEP: tl.constexpr,
+    EV_DROP: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    # I/O: read x and r, write h; then read h back (L2 when few rows are in flight) and w,
+    # write y. Rows pid, pid + programs, ... (persistent grid when programs < rows).
+    if S8:
+        x_stride = tl.multiple_of(x_stride, 8)
+        r_stride = tl.multiple_of(r_stride, 8)
     offs = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        m = idx < N
-        x = tl.load(x_ptr + row * x_stride + idx, mask=m, other=0.0).to(tl.float32)
-        r = tl.load(r_ptr + row * r_stride + idx, mask=m, other=0.0).to(tl.float32)
-        h = (x + r).to(h_ptr.dtype.element_ty)
-        tl.store(h_ptr + row * N + idx, h, mask=m)
-        hf = h.to(tl.float32)
-        acc += hf * hf
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, 0) / N + eps)
-    tl.debug_barrier()  # h written above by other threads of this program becomes visible
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        m = idx < N
-        hf = tl.load(h_ptr + row * N + idx, mask=m, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + idx, mask=m, other=0.0).to(tl.float32)
-        tl.store(y_ptr + row * N + idx, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    first = pid.to(tl.int64)
+    for i in range(0, tl.cdiv(n_rows - pid, nprog)):
+        row = first + i * nprog
+        ob = row * N
+        if ALIGN:
+            head, start, blen = body_span(ob, N)
+            xs = start
+            rs = start
+            hs = start
+            ecol, em = edge_index(head, blen, N)
+            xe = tl.load(x_ptr + ob + ecol, mask=em, other=0.0).to(tl.float32)
+            re = tl.load(r_ptr + ob + ecol, mask=em, other=0.0).to(tl.float32)
+            he = (xe + re).to(h_ptr.dtype.element_ty)
+            tl.store(h_ptr + ob + ecol, he, mask=em)
+            hef = he.to(tl.float32)
+            ss = tl.sum(hef * hef, 0)
+        else:
+            head = 0
+            blen = N
+            xs = row * x_stride
+            rs = row * r_stride
+            hs = ob
+            ss = tl.zeros([], tl.float32)
+        acc = tl.zeros([BLOCK], tl.float32)
+        for c in range(0, blen, BLOCK):
+            idx = c + offs
+            m = idx < blen
+            x = tl.load(x_ptr + xs + idx, mask=m, other=0.0, eviction_policy=EV_DROP)
+            r = tl.load(r_ptr + rs + idx, mask=m, other=0.0, eviction_policy=EV_DROP)
+            h = (x.to(tl.float32) + r.to(tl.float32)).to(h_ptr.dtype.element_ty)
+            tl.store(h_ptr + hs + idx, h, mask=m, eviction_policy=EV_KEEP)
+            hf = h.to(tl.float32)
+            acc += hf * hf
+        rstd = 1.0 / tl.sqrt((tl.sum(acc, 0) + ss) / N + eps)
+        tl.debug_barrier()  # h written above by other threads of this program becomes visible
+        for c in range(0, blen, BLOCK):
+            idx = c + offs
+            m = idx < blen
+            hf = tl.load(h_ptr + hs + idx, mask=m, other=0.0, eviction_policy=EV_DROP)
+            w = tl.load(w_ptr + head + idx, mask=m, other=0.0, eviction_policy=EV_KEEP)
+            y = (hf.to(tl.float32) * rstd * w.to(tl.float32)).to(y_ptr.dtype.element_ty)
+            tl.store(y_ptr + hs + idx, y, mask=m, eviction_policy=EV_DROP)
+        if ALIGN:
+            we = tl.load(w_ptr + ecol, mask=em, other=0.0).to(tl.float32)
+            tl.store(y_ptr + ob + ecol, (hef * rstd * we).to(y_ptr.dtype.element_ty), mask=em)
 
 
 @triton.jit
@@ -179,39 +262,20 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
     if rows == 0:
         return y, h
     p = row_plan(rows, n, x.device, plan)
+    align = p.align and align_for(n, xs, rs, n)
+    s8 = stride8(xs, rs)
     if p.kind == "resident":
-        p = RowPlan("resident", p.resident_block(n, False), p.num_warps)
-        launch(
-            _rms_resident,
-            (rows,),
-            x2,
-            r2,
-            weight,
-            y,
-            h,
-            xs,
-            rs,
-            eps,
-            N=n,
-            BLOCK=p.block,
-            num_warps=p.num_warps,
-        )
+        block = p.resident_block(n, align)
+        launch(_rms_resident, (p.programs(rows, 1),), x2, r2, weight, y, h, xs, rs, rows, eps,
+            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
     elif p.kind == "looped":
-        launch(
-            _rms_looped,
-            (rows,),
-            x2,
-            r2,
-            weight,
-            y,
-            h,
-            xs,
-            rs,
-            eps,
-            N=n,
-            BLOCK=p.block,
+        grid = (p.programs(rows, device_info(x.device).sm_count),)
+        keep, drop = ("evict_last", "evict_first") if p.evict else ("", "")
+        launch(_rms_looped, grid, x2, r2, weight, y, h, xs, rs, rows, eps,
+            N=n, BLOCK=p.block, ALIGN=align, S8=s8, EV_KEEP=keep, EV_DROP=drop,
             num_warps=p.num_warps,
-        )
+        )  # fmt: skip
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks), torch.float32, x.device)

@@ -12,7 +12,9 @@ import triton
 import triton.language as tl
 
 from .._checks import FLOAT_DTYPES, check_tensor, rows_view
+from .._device import device_info
 from ._launch import empty, launch, row_plan
+from ._rows import align_for, body_span, edge_index, stride8
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -24,22 +26,65 @@ def work(rows: int, width: int, dtype: torch.dtype, out_dtype: torch.dtype | Non
 
 
 @triton.jit
-def _row_sum_resident(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < N, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row, tl.sum(x, 0).to(y_ptr.dtype.element_ty))
+def _row_sum_resident(
+    x_ptr,
+    y_ptr,
+    x_stride,
+    n_rows,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+):
+    # I/O: read ROWS rows of x, write ROWS sums.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rm = rows < n_rows
+    rmask = rm[:, None]
+    if S8:
+        x_stride = tl.multiple_of(x_stride, 8)
+    xb1 = rows * x_stride
+    offs = tl.arange(0, BLOCK)[None, :]
+    if ALIGN:
+        head, start, blen = body_span(xb1, N)
+        head, start, blen = head[:, None], start[:, None], blen[:, None]
+        x = tl.load(x_ptr + start + offs, mask=rmask & (offs < blen), other=0.0).to(tl.float32)
+        ecol, em = edge_index(head, blen, N)
+        xe = tl.load(x_ptr + xb1[:, None] + ecol, mask=em & rmask, other=0.0).to(tl.float32)
+        total = tl.sum(x, 1) + tl.sum(xe, 1)
+    else:
+        x = tl.load(x_ptr + xb1[:, None] + offs, mask=rmask & (offs < N), other=0.0)
+        total = tl.sum(x.to(tl.float32), 1)
+    tl.store(y_ptr + rows, total.to(y_ptr.dtype.element_ty), mask=rm)
 
 
 @triton.jit
-def _row_sum_looped(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def _row_sum_looped(
+    x_ptr, y_ptr, x_stride, n_rows, N: tl.constexpr, BLOCK: tl.constexpr, ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+):  # fmt: skip
+    if S8:
+        x_stride = tl.multiple_of(x_stride, 8)
     offs = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        acc += tl.load(x_ptr + row * x_stride + idx, mask=idx < N, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row, tl.sum(acc, 0).to(y_ptr.dtype.element_ty))
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    first = pid.to(tl.int64)
+    for i in range(0, tl.cdiv(n_rows - pid, nprog)):
+        row = first + i * nprog
+        xb = row * x_stride
+        if ALIGN:
+            head, start, blen = body_span(xb, N)
+            ecol, em = edge_index(head, blen, N)
+            tail = tl.sum(tl.load(x_ptr + xb + ecol, mask=em, other=0.0).to(tl.float32), 0)
+        else:
+            start = xb
+            blen = N
+            tail = 0.0
+        acc = tl.zeros([BLOCK], tl.float32)
+        for c in range(0, blen, BLOCK):
+            idx = c + offs
+            acc += tl.load(x_ptr + start + idx, mask=idx < blen, other=0.0).to(tl.float32)
+        tl.store(y_ptr + row, (tl.sum(acc, 0) + tail).to(y_ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -81,11 +126,18 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
     if rows == 0:
         return y
     p = row_plan(rows, n, x.device, plan)
+    align = p.align and align_for(n, stride)
+    s8 = stride8(stride)
     if p.kind == "resident":
-        p = RowPlan("resident", p.resident_block(n, False), p.num_warps)
-        launch(_row_sum_resident, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
+        block = p.resident_block(n, align)
+        launch(_row_sum_resident, (p.programs(rows, 1),), x2, y, stride, rows,
+            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
     elif p.kind == "looped":
-        launch(_row_sum_looped, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
+        grid = (p.programs(rows, device_info(x.device).sm_count),)
+        launch(_row_sum_looped, grid, x2, y, stride, rows,
+            N=n, BLOCK=p.block, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks), torch.float32, x.device)
