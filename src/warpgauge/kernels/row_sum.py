@@ -25,7 +25,7 @@ def work(rows: int, width: int, dtype: torch.dtype, out_dtype: torch.dtype | Non
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def _row_sum_resident(
     x_ptr,
     y_ptr,
@@ -58,7 +58,7 @@ def _row_sum_resident(
     tl.store(y_ptr + rows, total.to(y_ptr.dtype.element_ty), mask=rm)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def _row_sum_looped(
     x_ptr, y_ptr, x_stride, n_rows, N: tl.constexpr, BLOCK: tl.constexpr, ALIGN: tl.constexpr,
     S8: tl.constexpr,

@@ -57,7 +57,7 @@ def _merge(m_vec, s_vec):
     return shift, inv
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def _softmax_resident(
     x_ptr,
     y_ptr,
@@ -105,7 +105,7 @@ def _softmax_resident(
         tl.store(y_ptr + yb + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def _softmax_looped(
     x_ptr,
     y_ptr,
@@ -276,34 +276,77 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
 # dx = y * (dy - sum(y * dy)); y and dy are contiguous rows (y is the forward's output).
 
 
-@triton.jit
-def _softmax_bwd_resident(y_ptr, dy_ptr, dx_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < N
-    y = tl.load(y_ptr + row * N + offs, mask=mask, other=0.0).to(tl.float32)
-    dy = tl.load(dy_ptr + row * N + offs, mask=mask, other=0.0).to(tl.float32)
-    dot = tl.sum(y * dy, 0)
-    tl.store(dx_ptr + row * N + offs, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
+@triton.jit(do_not_specialize=["n_rows"])
+def _softmax_bwd_resident(
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    n_rows,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    ALIGN: tl.constexpr,
+):
+    # I/O: read ROWS rows of y and dy once, write ROWS rows of dx.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = (rows < n_rows)[:, None]
+    base = rows * N
+    offs = tl.arange(0, BLOCK)[None, :]
+    if ALIGN:
+        head, start, blen = body_span(base, N)
+        head, start, blen = head[:, None], start[:, None], blen[:, None]
+        bm = rmask & (offs < blen)
+        y = tl.load(y_ptr + start + offs, mask=bm, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + start + offs, mask=bm, other=0.0).to(tl.float32)
+        ecol, em = edge_index(head, blen, N)
+        em = em & rmask
+        eo = base[:, None] + ecol
+        ye = tl.load(y_ptr + eo, mask=em, other=0.0).to(tl.float32)
+        dye = tl.load(dy_ptr + eo, mask=em, other=0.0).to(tl.float32)
+        dot = (tl.sum(y * dy, 1) + tl.sum(ye * dye, 1))[:, None]
+        tl.store(dx_ptr + start + offs, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=bm)
+        tl.store(dx_ptr + eo, (ye * (dye - dot)).to(dx_ptr.dtype.element_ty), mask=em)
+    else:
+        mask = rmask & (offs < N)
+        idx = base[:, None] + offs
+        y = tl.load(y_ptr + idx, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + idx, mask=mask, other=0.0).to(tl.float32)
+        dot = tl.sum(y * dy, 1)[:, None]
+        tl.store(dx_ptr + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def _softmax_bwd_looped(y_ptr, dy_ptr, dx_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    base = row * N
+@triton.jit(do_not_specialize=["n_rows"])
+def _softmax_bwd_looped(
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    n_rows,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    EV_KEEP: tl.constexpr,
+    EV_DROP: tl.constexpr,
+):
+    # I/O: read y and dy twice (the second pass from L2 with a persistent grid), write dx.
     offs = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        acc += y * dy
-    dot = tl.sum(acc, 0)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        tl.store(dx_ptr + base + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=idx < N)
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    first = pid.to(tl.int64)
+    for i in range(0, tl.cdiv(n_rows - pid, nprog)):
+        base = (first + i * nprog) * N
+        acc = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, N, BLOCK):
+            idx = start + offs
+            y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0, eviction_policy=EV_KEEP)
+            dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0, eviction_policy=EV_KEEP)
+            acc += y.to(tl.float32) * dy.to(tl.float32)
+        dot = tl.sum(acc, 0)
+        for start in range(0, N, BLOCK):
+            idx = start + offs
+            y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0, eviction_policy=EV_DROP)
+            dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0, eviction_policy=EV_DROP)
+            dx = y.to(tl.float32) * (dy.to(tl.float32) - dot)
+            tl.store(dx_ptr + base + idx, dx.to(dx_ptr.dtype.element_ty), mask=idx < N,
+                     eviction_policy=EV_DROP)  # fmt: skip
 
 
 @triton.jit
@@ -361,9 +404,17 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = N
         return dx
     p = row_plan(rows, n, y.device, plan)
     if p.kind == "resident":
-        launch(_softmax_bwd_resident, (rows,), y, dy, dx, N=n, BLOCK=p.block, num_warps=p.num_warps)
+        align = p.align and align_for(n, n)
+        launch(_softmax_bwd_resident, (p.programs(rows, 1),), y, dy, dx, rows,
+            N=n, BLOCK=p.resident_block(n, align), ROWS=p.rows, ALIGN=align,
+            num_warps=p.num_warps,
+        )  # fmt: skip
     elif p.kind == "looped":
-        launch(_softmax_bwd_looped, (rows,), y, dy, dx, N=n, BLOCK=p.block, num_warps=p.num_warps)
+        grid = (p.programs(rows, device_info(y.device).sm_count),)
+        keep, drop = ("evict_last", "evict_first") if p.evict else ("", "")
+        launch(_softmax_bwd_looped, grid, y, dy, dx, rows,
+            N=n, BLOCK=p.block, EV_KEEP=keep, EV_DROP=drop, num_warps=p.num_warps,
+        )  # fmt: skip
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks), torch.float32, y.device)

@@ -1,0 +1,302 @@
+"""Backward of the fused residual add + RMSNorm (see ``rmsnorm.py`` for the contract).
+
+Inputs: dy (grad of y), optional dh (grad flowing into the returned h), saved h and w. rstd is
+recomputed from h. dx = rstd * (w*dy) - rstd^3 * h * sum(h*w*dy) / width (+ dh), shared by x and
+residual. dw = sum over rows of dy * h * rstd.
+
+Resident plans fuse dw into the main pass: each program takes a contiguous group of rows, keeps
+per-column FP32 sums in registers, and writes one partial row; a finish kernel adds the groups'
+partials in a fixed order (g = 0, 1, ...) and rounds once. Deterministic, no atomics.
+I/O: read h, dy (+ dh), w once; write dx, plus groups * width FP32 partials (written and read
+once; groups ~ a few per SM, so small next to rows * width).
+Looped and split plans compute dx as before and sum dw in a separate pass over h and dy (two more
+reads). With ``need_dw=False`` (a frozen weight) no dw work is done at all.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .._device import device_info
+from ._launch import empty, launch, row_plan
+
+
+@triton.jit
+def _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH: tl.constexpr):
+    dx = rstd * (w * dy) - (rstd * rstd * rstd) * hf * c
+    if HAS_DH:
+        dx += tl.load(dh_ptr + idx, mask=m, other=0.0).to(tl.float32)
+    return dx
+
+
+@triton.jit(do_not_specialize=["n_rows", "rows_per_prog"])
+def _rms_bwd_resident(
+    dy_ptr,
+    dh_ptr,
+    h_ptr,
+    w_ptr,
+    dx_ptr,
+    dwp_ptr,
+    n_rows,
+    rows_per_prog,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    HAS_DH: tl.constexpr,
+    HAS_DW: tl.constexpr,
+):
+    # Program g owns rows [g * rows_per_prog, (g + 1) * rows_per_prog), ROWS at a time, and
+    # writes its dw partial (sum over its rows of dy * h * rstd) to row g of dwp.
+    g = tl.program_id(0)
+    r0 = g.to(tl.int64) * rows_per_prog
+    r_end = tl.minimum(r0 + rows_per_prog, n_rows)
+    offs = tl.arange(0, BLOCK)[None, :]
+    cm = offs < N
+    w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
+    acc = tl.zeros([ROWS, BLOCK], tl.float32)
+    for i in range(0, tl.cdiv(r_end - r0, ROWS)):
+        rows = r0 + i * ROWS + tl.arange(0, ROWS)
+        m = (rows < r_end)[:, None] & cm
+        idx = (rows * N)[:, None] + offs
+        hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
+        c = (tl.sum(hf * w * dy, 1) / N)[:, None]
+        dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
+        tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
+        if HAS_DW:
+            acc += dy * hf * rstd
+    if HAS_DW:
+        tl.store(dwp_ptr + g.to(tl.int64) * N + offs, tl.sum(acc, 0)[None, :], mask=cm)
+
+
+@triton.jit
+def _rms_bwd_looped(
+    dy_ptr,
+    dh_ptr,
+    h_ptr,
+    w_ptr,
+    dx_ptr,
+    rstd_ptr,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    HAS_DH: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    ss = tl.zeros([BLOCK], tl.float32)
+    dot = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, N, BLOCK):
+        cols = start + offs
+        m = cols < N
+        hf = tl.load(h_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
+        ss += hf * hf
+        dot += hf * w * dy
+    rstd = 1.0 / tl.sqrt(tl.sum(ss, 0) / N + eps)
+    c = tl.sum(dot, 0) / N
+    for start in range(0, N, BLOCK):
+        cols = start + offs
+        m = cols < N
+        idx = row * N + cols
+        hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
+        dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
+        tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
+    tl.store(rstd_ptr + row, rstd)
+
+
+@triton.jit
+def _rms_bwd_split_stats(
+    dy_ptr, h_ptr, w_ptr, part_ptr, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
+):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    offs = tl.arange(0, BLOCK)
+    ss = tl.zeros([BLOCK], tl.float32)
+    dot = tl.zeros([BLOCK], tl.float32)
+    lo = c * chunk
+    for start in range(lo, lo + chunk, BLOCK):
+        cols = start + offs
+        m = cols < N
+        hf = tl.load(h_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
+        ss += hf * hf
+        dot += hf * w * dy
+    out = part_ptr + (row * n_chunks + c) * 2
+    tl.store(out, tl.sum(ss, 0))
+    tl.store(out + 1, tl.sum(dot, 0))
+
+
+@triton.jit
+def _rms_bwd_split_write(
+    dy_ptr,
+    dh_ptr,
+    h_ptr,
+    w_ptr,
+    dx_ptr,
+    rstd_ptr,
+    part_ptr,
+    eps,
+    chunk,
+    n_chunks,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SPLIT_PAD: tl.constexpr,
+    HAS_DH: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    k = tl.arange(0, SPLIT_PAD)
+    pk = part_ptr + (row * n_chunks + k) * 2
+    ss = tl.sum(tl.load(pk, mask=k < n_chunks, other=0.0), 0)
+    cdot = tl.sum(tl.load(pk + 1, mask=k < n_chunks, other=0.0), 0) / N
+    rstd = 1.0 / tl.sqrt(ss / N + eps)
+    offs = tl.arange(0, BLOCK)
+    lo = c * chunk
+    for start in range(lo, lo + chunk, BLOCK):
+        cols = start + offs
+        m = cols < N
+        idx = row * N + cols
+        hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
+        dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, cdot, HAS_DH)
+        tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
+    if c == 0:
+        tl.store(rstd_ptr + row, rstd)
+
+
+@triton.jit
+def _rms_dw_partial(
+    dy_ptr, h_ptr, rstd_ptr, part_ptr, rows, rows_per_group, N: tl.constexpr, BLOCK: tl.constexpr
+):
+    # Program (column block, row group) sums dy * h * rstd over its rows into FP32 partials.
+    cb = tl.program_id(0)
+    g = tl.program_id(1)
+    cols = cb * BLOCK + tl.arange(0, BLOCK)
+    m = cols < N
+    acc = tl.zeros([BLOCK], tl.float32)
+    r0 = g * rows_per_group
+    count = tl.minimum(rows_per_group, rows - r0)
+    base = r0.to(tl.int64) * N
+    hp = h_ptr + base + cols
+    dyp = dy_ptr + base + cols
+    rp = rstd_ptr + r0
+    for _ in range(0, count):
+        hf = tl.load(hp, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dyp, mask=m, other=0.0).to(tl.float32)
+        acc += dy * hf * tl.load(rp)
+        hp += N
+        dyp += N
+        rp += 1
+    tl.store(part_ptr + g.to(tl.int64) * N + cols, acc, mask=m)
+
+
+@triton.jit
+def _rms_dw_finish(part_ptr, dw_ptr, groups, N: tl.constexpr, BLOCK: tl.constexpr):
+    # Adds the row groups' partials in a fixed order (g = 0, 1, ...) and rounds once.
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = cols < N
+    acc = tl.zeros([BLOCK], tl.float32)
+    for g in range(0, groups):
+        acc += tl.load(part_ptr + g * N + cols, mask=m, other=0.0)
+    tl.store(dw_ptr + cols, acc.to(dw_ptr.dtype.element_ty), mask=m)
+
+
+DW_BLOCK = 256  # columns per dw program: 1 KB of FP32 partials per row group
+# Row groups per SM in the fused resident backward (a plan's programs_per_sm overrides it).
+DW_GROUPS_PER_SM = 2
+
+
+def add_rms_norm_backward(
+    dy, dh, h, weight, eps: float, need_dx: bool = True, need_dw: bool = True, plan=None
+):
+    """Gradients (dx, dw): dx is shared by x and residual (and includes dh, the gradient that
+    flowed into the returned h); dw is deterministic (fixed-order FP32 partials, no atomics)."""
+    n = h.shape[-1]
+    rows = h.numel() // n
+    dy = dy.contiguous()
+    h = h.contiguous()
+    dh = dh.contiguous() if dh is not None else None
+    dx = empty(h.shape, h.dtype, h.device) if need_dx else None
+    dw = empty(weight.shape, weight.dtype, weight.device) if need_dw else None
+    if rows == 0:
+        if dw is not None:
+            dw.zero_()
+        return dx, dw
+    rstd = empty((rows,), torch.float32, h.device)  # per-row 1/rms for the separate dw pass
+    p = row_plan(rows, n, h.device, plan)
+    has_dh = dh is not None
+    dh_arg = dh if has_dh else dy  # never read when HAS_DH is False
+    dx_arg = dx if dx is not None else empty(h.shape, h.dtype, h.device)
+    if p.kind == "resident":
+        # Row groups: a few per SM (dw partials stay small), at most one per ROWS rows.
+        per_sm = p.programs_per_sm or DW_GROUPS_PER_SM
+        groups = max(1, min(triton.cdiv(rows, p.rows), per_sm * device_info(h.device).sm_count))
+        rows_per_prog = triton.cdiv(rows, groups)
+        groups = triton.cdiv(rows, rows_per_prog)
+        dwp = empty((groups, n), torch.float32, h.device) if need_dw else rstd
+        launch(_rms_bwd_resident, (groups,),
+            dy, dh_arg, h, weight, dx_arg, dwp, rows, rows_per_prog, eps,
+            N=n, BLOCK=p.resident_block(n, False), ROWS=p.rows, HAS_DH=has_dh, HAS_DW=need_dw,
+            num_warps=p.num_warps,
+        )  # fmt: skip
+        if need_dw:
+            launch(_rms_dw_finish, (triton.cdiv(n, DW_BLOCK),), dwp, dw, groups,
+                N=n, BLOCK=DW_BLOCK, num_warps=2)  # fmt: skip
+        return dx, dw
+    if p.kind == "looped":
+        launch(_rms_bwd_looped, (rows,),
+            dy, dh_arg, h, weight, dx_arg, rstd, eps, N=n, BLOCK=p.block, HAS_DH=has_dh,
+            num_warps=p.num_warps,
+        )  # fmt: skip
+    else:
+        chunk, n_chunks = p.chunk(n), p.n_chunks(n)
+        part = empty((rows, n_chunks, 2), torch.float32, h.device)
+        launch(
+            _rms_bwd_split_stats,
+            (rows, n_chunks),
+            dy,
+            h,
+            weight,
+            part,
+            chunk,
+            n_chunks,
+            N=n,
+            BLOCK=p.block,
+            num_warps=p.num_warps,
+        )
+        launch(_rms_bwd_split_write, (rows, n_chunks),
+            dy, dh_arg, h, weight, dx_arg, rstd, part, eps, chunk, n_chunks, N=n, BLOCK=p.block,
+            SPLIT_PAD=triton.next_power_of_2(n_chunks), HAS_DH=has_dh, num_warps=p.num_warps,
+        )  # fmt: skip
+    if need_dw:
+        col_blocks = triton.cdiv(n, DW_BLOCK)
+        sm = device_info(h.device).sm_count
+        groups = max(1, min(rows, triton.cdiv(4 * sm, col_blocks), 1024))
+        rows_per_group = triton.cdiv(rows, groups)
+        groups = triton.cdiv(rows, rows_per_group)
+        part = empty((groups, n), torch.float32, h.device)
+        launch(
+            _rms_dw_partial,
+            (col_blocks, groups),
+            dy,
+            h,
+            rstd,
+            part,
+            rows,
+            rows_per_group,
+            N=n,
+            BLOCK=DW_BLOCK,
+            num_warps=2,
+        )
+        launch(_rms_dw_finish, (col_blocks,), part, dw, groups, N=n, BLOCK=DW_BLOCK, num_warps=2)
+    return dx, dw
