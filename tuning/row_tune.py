@@ -83,67 +83,89 @@ def shapes_fwd():
         rows = max(1, TRAFFIC // (4 * n))  # softmax traffic 4 bytes/element
         cells.append((rows, n))
     cells += [(32, 127), (1024, 1024), (512, 4097), (8, 16384), (4, 32769), (64, 131072),
-              (2, 1048576), (16, 262144), (128, 32769), (96, 65537)]  # fmt: skip
+              (2, 1048576), (128, 32769)]  # fmt: skip
     return cells
 
 
-def variants(op, rows, n):
-    base = "softmax" if op.startswith("softmax") else op
-    cands = RowPlan.candidates(rows, n, SM)
-    rule = RowPlan.for_shape(rows, n, SM)
-    keep = [rule]
-    for p in cands:
-        if (
-            p.kind == "resident"
-            and p.rows == 1
-            and p.num_warps in (rule.num_warps // 2, rule.num_warps * 2)
-            or p.kind == "resident"
-            and p.rows > 1
-            and p.rows <= 4
-        ):
-            keep.append(p)
-        elif p.kind == "looped" and (p.block, p.num_warps, p.programs_per_sm) in (
-            (8192, 16, 0),
-            (8192, 16, 1),
-            (8192, 16, 2),
-            (4096, 8, 0),
-            (4096, 8, 2),
-            (16384, 32, 1),
-            (16384, 32, 2),
-        ):
-            if rows >= SM and (n > 8192):
-                keep.append(p)
-        elif p.kind == "split" and rows < 2 * SM:
-            keep.append(p)
-    if rule.kind == "resident" and n % 8:
-        keep.append(RowPlan(rule.kind, triton_np2(n), rule.num_warps, align=False))
-    del base
+def _uniq(plans):
     seen, out = set(), []
-    for p in keep:
+    for p in plans:
         if p not in seen:
             seen.add(p)
             out.append(p)
     return out
 
 
+def variants(op, rows, n):
+    """The rule's plan first, then the alternatives worth timing for this op and cell."""
+    cands = RowPlan.candidates(rows, n, SM)
+    rule = RowPlan.for_shape(rows, n, SM)
+    keep = [rule]
+    for p in cands:
+        res1 = p.kind == "resident" and p.rows == 1
+        if (
+            res1
+            and p.num_warps in (rule.num_warps // 2, rule.num_warps * 2)
+            and op == "softmax"
+            or p.kind == "resident"
+            and 1 < p.rows <= 4
+            and op != "rms_bwd"
+        ):
+            keep.append(p)
+        elif p.kind == "looped" and rows >= SM and n > 8192 and op != "rms_bwd":
+            if (p.block, p.num_warps, p.programs_per_sm) in LOOPED_KEEP[op == "softmax"]:
+                keep.append(p)
+        elif p.kind == "split" and rows < 2 * SM and op in ("softmax", "rms"):
+            keep.append(p)
+    if rule.kind == "resident" and n % 8 and op in ("softmax", "rms"):
+        keep.append(RowPlan(rule.kind, triton_np2(n), rule.num_warps, align=False))
+    if op == "rms_bwd" and rule.kind == "resident":
+        for k in (1, 4, 8):
+            keep.append(RowPlan("resident", rule.block, rule.num_warps, programs_per_sm=k))
+        if rule.block <= 2048:
+            keep.append(RowPlan("resident", rule.block, rule.num_warps, rows=2))
+    return _uniq(keep)
+
+
+LOOPED_KEEP = {
+    True: {(8192, 16, 0), (8192, 16, 1), (8192, 16, 2), (4096, 8, 0), (4096, 8, 2),
+           (16384, 32, 1), (16384, 32, 2)},
+    False: {(8192, 16, 0), (8192, 16, 2), (16384, 32, 1)},
+}  # fmt: skip
+
+
 def triton_np2(n):
     return 1 << (n - 1).bit_length()
 
 
+def _fwd_cases(cells, big):
+    cases = []
+    for rows, n in cells:
+        cases.append(("torch_softmax", rows, n, None))
+        cases += [("softmax", rows, n, p) for p in variants("softmax", rows, n)]
+        rrows = max(1, rows // 2) if big else rows  # rms moves 8 bytes per element
+        cases += [("rms", rrows, n, p) for p in variants("rms", rrows, n)]
+        srows = rows * 2 if big else rows  # row_sum moves 2
+        cases.append(("row_sum", srows, n, RowPlan.for_shape(srows, n, SM)))
+    return cases
+
+
 def build_cases(which):
+    """DRAM-bound forward cells first, then backward, then small forward cells (the budget
+    guard cuts from the end)."""
+    big = [c for c in shapes_fwd() if c[0] * c[1] * 4 >= TRAFFIC // 2]
+    small = [c for c in shapes_fwd() if c not in big]
     cases = []
     if which in ("fwd", "all"):
-        for rows, n in shapes_fwd():
-            cases.append(("torch_softmax", rows, n, None))
-            for p in variants("softmax", rows, n):
-                cases.append(("softmax", rows, n, p))
-            rule = RowPlan.for_shape(rows, n, SM)
-            rrows = max(1, rows // 2)
-            cases.append(("rms", rrows, n, rule))
-            if n > 8192 and rows >= SM:
-                cases.append(("rms", rrows, n, RowPlan.looped(16384, 32)))
-                cases.append(("rms", rrows, n, RowPlan.looped(4096, 8)))
-            cases.append(("row_sum", rows, n, rule))
+        cases += _fwd_cases(big, True)
+    if which in ("bwd", "all"):
+        for rows, n in [(4096, 4096), (8192, 8192), (16384, 2048), (8192, 2880), (4096, 14336),
+                        (2048, 16384), (1024, 32000), (256, 4097), (8192, 5120)]:  # fmt: skip
+            cases += [("rms_bwd", rows, n, p) for p in variants("rms_bwd", rows, n)]
+            cases.append(("rms_bwd_nodw", rows, n, RowPlan.for_shape(rows, n, SM)))
+            cases.append(("softmax_bwd", rows, n, RowPlan.for_shape(rows, n, SM)))
+    if which in ("fwd", "all"):
+        cases += _fwd_cases(small, False)
     return cases
 
 
