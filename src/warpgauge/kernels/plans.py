@@ -39,8 +39,10 @@ SPLIT_ROWS_PER_SM = 1.0
 # Programs the split plan aims for in total: about two per SM.
 SPLIT_TARGET_PER_SM = 2
 MAX_SPLIT = 256
-# Elements one resident program holds at most (rows * block).
-MAX_RESIDENT_ELEMS = 65536
+# Elements one resident program holds at most (rows * block): ptxas for sm_90 (triton 3.9, BF16)
+# keeps a 32768-element softmax/RMSNorm row without spills at 16-32 warps (47-116 registers);
+# 65536 spills 160-504 bytes of stack even at 32 warps.
+MAX_RESIDENT_ELEMS = 32768
 
 
 def _warps(block: int) -> int:
