@@ -26,7 +26,13 @@ from warpgauge.kernels import softmax as softmax_k
 from warpgauge.kernels.plans import RowPlan
 
 SM = None
+DEV = "cuda"
 TRAFFIC = 256 << 20  # bytes a DRAM-bound case moves (compulsory)
+
+
+def sync():
+    if DEV == "cuda":
+        torch.cuda.synchronize()
 
 
 def bytes_of(op, rows, n):
@@ -42,12 +48,12 @@ def bytes_of(op, rows, n):
 
 
 def make_inputs(op, rows, n, copies):
-    g = torch.Generator(device="cuda").manual_seed(0)
+    g = torch.Generator(device=DEV).manual_seed(0)
     out = []
     for _ in range(copies):
-        x = torch.randn((rows, n), device="cuda", generator=g).to(torch.bfloat16)
+        x = torch.randn((rows, n), device=DEV, generator=g).to(torch.bfloat16)
         if op in ("rms",) or op in ("rms_bwd", "rms_bwd_nodw"):
-            out.append((x, torch.randn_like(x), torch.randn(n, device="cuda").to(torch.bfloat16)))
+            out.append((x, torch.randn_like(x), torch.randn(n, device=DEV).to(torch.bfloat16)))
         elif op == "softmax_bwd":
             out.append((x.softmax(-1), torch.randn_like(x)))
         else:
@@ -170,13 +176,14 @@ def build_cases(which):
 
 
 def warm_worker(chunk):
-    torch.cuda.init()
+    if DEV == "cuda":
+        torch.cuda.init()
     done = 0
     for op, rows, n, plan in chunk:
         try:
             args = make_inputs(op, rows, n, 1)[0]
             call(op, plan, args)
-            torch.cuda.synchronize()
+            sync()
             done += 1
         except Exception as e:  # noqa: BLE001 - reported, timed later anyway
             print(f"warm fail {op} {rows}x{n} {plan}: {type(e).__name__}: {e}"[:300], flush=True)
@@ -189,22 +196,24 @@ def time_case(op, rows, n, plan, l2):
     ins = make_inputs(op, rows, n, copies)
     for a in ins:
         call(op, plan, a)
-    torch.cuda.synchronize()
+    sync()
     est_t0 = time.perf_counter()
     call(op, plan, ins[0])
-    torch.cuda.synchronize()
+    sync()
     per = max(time.perf_counter() - est_t0, 5e-6)
     reps = int(max(copies, min(200, 3e-3 / per)))
     reps = -(-reps // copies) * copies
+    if DEV == "cpu":  # --dry: exercise the code paths only
+        return per * 1e6
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, stream=s):
             for i in range(reps):
                 call(op, plan, ins[i % copies])
-    torch.cuda.synchronize()
+    sync()
     g.replay()
-    torch.cuda.synchronize()
+    sync()
     ts = []
     for _ in range(5):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -225,17 +234,26 @@ def main():
     ap.add_argument("--set", default="fwd")
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--budget", type=float, default=100.0)
+    ap.add_argument(
+        "--dry", action="store_true", help="CPU interpreter, tiny cells: test the script"
+    )
     a = ap.parse_args()
     t0 = time.time()
-    props = torch.cuda.get_device_properties(0)
-    SM = props.multi_processor_count
-    l2 = props.L2_cache_size
-    cases = build_cases(a.set)
+    if a.dry:
+        global DEV
+        DEV, SM, l2 = "cpu", 4, 4 << 20
+        cases = [c for c in build_cases(a.set) if c[2] <= 1100 and c[1] <= 64][:12]
+        cases = [(op, min(rows, 3), n, p) for op, rows, n, p in cases]
+    else:
+        props = torch.cuda.get_device_properties(0)
+        SM = props.multi_processor_count
+        l2 = props.L2_cache_size
+        cases = build_cases(a.set)
     print(f"{len(cases)} cases, SM={SM}, L2={l2 >> 20} MB", flush=True)
     kernels = [c for c in cases if not c[0].startswith("torch")]
     chunks = [kernels[i :: a.workers] for i in range(a.workers)]
     ctx = mp.get_context("spawn")
-    with ctx.Pool(a.workers, initializer=_init_worker, initargs=(SM,)) as pool:
+    with ctx.Pool(a.workers, initializer=_init_worker, initargs=(SM, DEV)) as pool:
         res = pool.map_async(warm_worker, chunks)
         try:
             print("warmed", sum(res.get(timeout=a.budget * 0.45)), flush=True)
@@ -273,9 +291,9 @@ def main():
     print(f"total {time.time() - t0:.1f}s")
 
 
-def _init_worker(sm):
-    global SM
-    SM = sm
+def _init_worker(sm, dev):
+    global SM, DEV
+    SM, DEV = sm, dev
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
 
 
