@@ -108,6 +108,11 @@ class RowPlan:
         per = triton.cdiv(width, self.split)
         return triton.cdiv(per, self.block) * self.block
 
+    def split_pad(self, width: int) -> int:
+        """Power of two covering any chunk count this width can have (depends on the width and
+        block only, so a new row count never compiles a new merge kernel)."""
+        return triton.next_power_of_2(min(triton.cdiv(width, self.block), MAX_SPLIT))
+
     def n_chunks(self, width: int) -> int:
         return triton.cdiv(width, self.chunk(width)) if self.kind == "split" else 1
 

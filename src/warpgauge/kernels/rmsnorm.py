@@ -171,7 +171,7 @@ def _rms_looped(
             tl.store(y_ptr + ob + ecol, (hef * rstd * we).to(y_ptr.dtype.element_ty), mask=em)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _rms_split_stats(
     x_ptr,
     r_ptr,
@@ -202,7 +202,7 @@ def _rms_split_stats(
     tl.store(part_ptr + row * n_chunks + c, tl.sum(acc, 0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _rms_split_write(
     w_ptr,
     y_ptr,
@@ -306,7 +306,7 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
             n_chunks,
             N=n,
             BLOCK=p.block,
-            SPLIT_PAD=triton.next_power_of_2(n_chunks),
+            SPLIT_PAD=p.split_pad(n),
             num_warps=p.num_warps,
         )
     return y, h

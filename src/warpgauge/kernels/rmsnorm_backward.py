@@ -112,7 +112,7 @@ def _rms_bwd_looped(
     tl.store(rstd_ptr + row, rstd)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _rms_bwd_split_stats(
     dy_ptr, h_ptr, w_ptr, part_ptr, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
 ):
@@ -135,7 +135,7 @@ def _rms_bwd_split_stats(
     tl.store(out + 1, tl.sum(dot, 0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _rms_bwd_split_write(
     dy_ptr,
     dh_ptr,
@@ -174,7 +174,7 @@ def _rms_bwd_split_write(
         tl.store(rstd_ptr + row, rstd)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["rows", "rows_per_group"])
 def _rms_dw_partial(
     dy_ptr, h_ptr, rstd_ptr, part_ptr, rows, rows_per_group, N: tl.constexpr, BLOCK: tl.constexpr
 ):
@@ -200,7 +200,7 @@ def _rms_dw_partial(
     tl.store(part_ptr + g.to(tl.int64) * N + cols, acc, mask=m)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["groups"])
 def _rms_dw_finish(part_ptr, dw_ptr, groups, N: tl.constexpr, BLOCK: tl.constexpr):
     # Adds the row groups' partials in a fixed order (g = 0, 1, ...) and rounds once.
     cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -276,7 +276,7 @@ def add_rms_norm_backward(
         )
         launch(_rms_bwd_split_write, (rows, n_chunks),
             dy, dh_arg, h, weight, dx_arg, rstd, part, eps, chunk, n_chunks, N=n, BLOCK=p.block,
-            SPLIT_PAD=triton.next_power_of_2(n_chunks), HAS_DH=has_dh, num_warps=p.num_warps,
+            SPLIT_PAD=p.split_pad(n), HAS_DH=has_dh, num_warps=p.num_warps,
         )  # fmt: skip
     if need_dw:
         col_blocks = triton.cdiv(n, DW_BLOCK)

@@ -87,7 +87,7 @@ def _row_sum_looped(
         tl.store(y_ptr + row, (tl.sum(acc, 0) + tail).to(y_ptr.dtype.element_ty))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _row_sum_split(
     x_ptr, part_ptr, x_stride, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
 ):
@@ -102,7 +102,7 @@ def _row_sum_split(
     tl.store(part_ptr + row * n_chunks + c, tl.sum(acc, 0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_chunks"])
 def _row_sum_finish(part_ptr, y_ptr, n_chunks, SPLIT_PAD: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     k = tl.arange(0, SPLIT_PAD)
@@ -159,7 +159,7 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
             part,
             y,
             n_chunks,
-            SPLIT_PAD=triton.next_power_of_2(n_chunks),
+            SPLIT_PAD=p.split_pad(n),
             num_warps=1,
         )
     return y

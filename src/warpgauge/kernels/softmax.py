@@ -165,7 +165,7 @@ def _softmax_looped(
             )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _softmax_split_stats(
     x_ptr, stats_ptr, x_stride, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
 ):
@@ -186,7 +186,7 @@ def _softmax_split_stats(
     tl.store(out + 1, s)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _softmax_split_write(
     x_ptr,
     y_ptr,
@@ -266,7 +266,7 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
             n_chunks,
             N=n,
             BLOCK=p.block,
-            SPLIT_PAD=triton.next_power_of_2(n_chunks),
+            SPLIT_PAD=p.split_pad(n),
             num_warps=p.num_warps,
         )
     return y
@@ -349,7 +349,7 @@ def _softmax_bwd_looped(
                      eviction_policy=EV_DROP)  # fmt: skip
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _softmax_bwd_split_stats(
     y_ptr, dy_ptr, part_ptr, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
 ):
@@ -367,7 +367,7 @@ def _softmax_bwd_split_stats(
     tl.store(part_ptr + row * n_chunks + c, tl.sum(acc, 0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _softmax_bwd_split_write(
     y_ptr,
     dy_ptr,
@@ -441,7 +441,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = N
             n_chunks,
             N=n,
             BLOCK=p.block,
-            SPLIT_PAD=triton.next_power_of_2(n_chunks),
+            SPLIT_PAD=p.split_pad(n),
             num_warps=p.num_warps,
         )
     return dx
