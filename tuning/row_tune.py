@@ -119,7 +119,9 @@ def variants(op, rows, n):
         ):
             keep.append(p)
         elif p.kind == "looped" and rows >= SM and n > 8192 and op != "rms_bwd":
-            if (p.block, p.num_warps, p.programs_per_sm) in LOOPED_KEEP[op == "softmax"]:
+            key = (p.block, p.num_warps, p.programs_per_sm)
+            lane_ok = op == "softmax" and p.block in (8192, 16384)
+            if lane_ok if p.lane_stats else key in LOOPED_KEEP[op == "softmax"]:
                 keep.append(p)
         elif p.kind == "split" and rows < 2 * SM and op in ("softmax", "rms"):
             keep.append(p)

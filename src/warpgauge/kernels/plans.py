@@ -74,6 +74,8 @@ class RowPlan:
       grid of ``k * SMs`` programs.
     - ``evict``: looped only; first-pass reads ask L2 to keep lines (``evict_last``), the second
       pass and the writes ask to drop them (``evict_first``).
+    - ``lane_stats``: looped softmax only; per-lane running max and sum (two exps per element,
+      no block-wide reduction per chunk) instead of one block reduction per chunk.
     - ``align``: allow the aligned-body path for unaligned rows (``_rows.py``); off forces
       scalar access (a tuning control, never worth choosing).
     """
@@ -85,6 +87,7 @@ class RowPlan:
     rows: int = 1
     programs_per_sm: int = 0
     evict: bool = False
+    lane_stats: bool = False
     align: bool = True
 
     def __post_init__(self):
@@ -144,7 +147,11 @@ class RowPlan:
 
     @staticmethod
     def looped(
-        block: int = CHUNK, num_warps: int | None = None, programs_per_sm: int = 0, evict=False
+        block: int = CHUNK,
+        num_warps: int | None = None,
+        programs_per_sm: int = 0,
+        evict: bool = False,
+        lane_stats: bool = False,
     ) -> RowPlan:
         return RowPlan(
             "looped",
@@ -152,6 +159,7 @@ class RowPlan:
             num_warps or _warps(block),
             programs_per_sm=programs_per_sm,
             evict=evict,
+            lane_stats=lane_stats,
         )
 
     @staticmethod
@@ -195,6 +203,7 @@ class RowPlan:
                 if block <= triton.next_power_of_2(width):
                     for k in (0, 1, 2):
                         out.append(cls.looped(block, warps, programs_per_sm=k, evict=k > 0))
+                    out.append(cls.looped(block, warps, 2, evict=True, lane_stats=True))
             for block in (2048, 4096, 8192):
                 for per_sm in (2, 4, 8):
                     if block < width:

@@ -117,6 +117,7 @@ def _softmax_looped(
     S8: tl.constexpr,
     EV_KEEP: tl.constexpr,
     EV_DROP: tl.constexpr,
+    LANE: tl.constexpr,
 ):
     # I/O: read x twice (the second pass hits L2 when the grid is persistent and few rows are in
     # flight), write y once. Rows pid, pid + programs, ... (a persistent grid when programs <
@@ -144,12 +145,29 @@ def _softmax_looped(
             ystart = row * N
             m = tl.full([], NEG_INF, tl.float32)
             s = tl.zeros([], tl.float32)
-        for c in range(0, blen, BLOCK):
-            idx = c + offs
-            x = tl.load(
-                x_ptr + start + idx, mask=idx < blen, other=NEG_INF, eviction_policy=EV_KEEP
-            )
-            m, s = _online_update(m, s, x.to(tl.float32))
+        if LANE:  # per-lane running (max, sum): two exps per element, no reduction per chunk
+            mv = tl.full([BLOCK], NEG_INF, tl.float32)
+            sv = tl.zeros([BLOCK], tl.float32)
+            for c in range(0, blen, BLOCK):
+                idx = c + offs
+                x = tl.load(
+                    x_ptr + start + idx, mask=idx < blen, other=NEG_INF, eviction_policy=EV_KEEP
+                ).to(tl.float32)
+                mn = tl.maximum(mv, x)
+                sh = tl.where(mn == NEG_INF, 0.0, mn)
+                sv = sv * tl.exp(mv - sh) + tl.exp(x - sh)
+                mv = mn
+            mt = tl.maximum(tl.max(mv, 0), m)
+            sh = tl.where(mt == NEG_INF, 0.0, mt)
+            s = tl.sum(sv * tl.exp(mv - sh), 0) + s * tl.exp(m - sh)
+            m = mt
+        else:
+            for c in range(0, blen, BLOCK):
+                idx = c + offs
+                x = tl.load(
+                    x_ptr + start + idx, mask=idx < blen, other=NEG_INF, eviction_policy=EV_KEEP
+                )
+                m, s = _online_update(m, s, x.to(tl.float32))
         shift = tl.where(m == NEG_INF, 0.0, m)
         inv = tl.where(s == 0, 0.0, 1.0 / s)
         for c in range(0, blen, BLOCK):
@@ -238,7 +256,7 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
         keep, drop = ("evict_last", "evict_first") if p.evict else ("", "")
         launch(_softmax_looped, grid, x2, y, stride, rows,
             N=n, BLOCK=p.block, ALIGN=align, S8=s8, EV_KEEP=keep, EV_DROP=drop,
-            num_warps=p.num_warps,
+            LANE=p.lane_stats, num_warps=p.num_warps,
         )  # fmt: skip
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
