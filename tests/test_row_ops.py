@@ -57,6 +57,12 @@ def test_plan_rule():
     assert RowPlan.for_shape(4096, 131072, 132).kind == "looped"
     p = RowPlan.for_shape(4, 32769, 132)
     assert p.n_chunks(32769) * p.chunk(32769) >= 32769
+    assert RowPlan.for_shape(128, 32769, 132).kind == "resident"  # enough rows: stay resident
+    assert RowPlan.for_shape(4096, 4097, 132, "softmax").num_warps == 4
+    wide = RowPlan.for_shape(4096, 131072, 132, "softmax")
+    assert (wide.kind, wide.block, wide.programs_per_sm, wide.evict) == ("looped", 16384, 2, True)
+    assert RowPlan.for_shape(8192, 8192, 132, "rms_bwd").prefetch
+    assert not RowPlan.for_shape(2048, 16384, 132, "rms_bwd").prefetch
     # the resident block covers the aligned body, not the next power of two
     assert RowPlan.resident(4097).block == 4096
     assert RowPlan.resident(4097).resident_block(4097, aligned_path=True) == 4096
@@ -75,7 +81,7 @@ def test_plan_rule():
             RowPlan(**bad)
 
 
-@pytest.mark.parametrize("rows,width", [(6, 300), (3, 2000), (40, 5000)])
+@pytest.mark.parametrize("rows,width", [(6, 300), (3, 5000), (40, 5000)])
 def test_plan_candidates(rows, width):
     """candidates() starts with the rule, lists each plan once, and every plan covers the row."""
     cands = RowPlan.candidates(rows, width, 4)
@@ -83,8 +89,9 @@ def test_plan_candidates(rows, width):
     assert len(set(cands)) == len(cands) > 3
     kinds = {p.kind for p in cands}
     assert "resident" in kinds
-    assert width <= 1024 or "looped" in kinds
-    assert width <= 4096 or "split" in kinds
+    assert width <= 4096 or "looped" in kinds
+    assert width <= 4096 or rows >= 8 or "split" in kinds  # 8 = 2 rows per SM of 4 SMs
+    assert {p.programs_per_sm for p in RowPlan.candidates(rows, width, 4, "rms_bwd")} >= {1, 2}
     for p in cands:
         if p.kind == "resident":
             assert p.resident_block(width, aligned_path=width % 8 != 0) >= width // 8 * 8

@@ -19,8 +19,12 @@ pointer arguments on 16-byte alignment and would use scalar loads otherwise, whi
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
+
+from .._device import device_info
+from .plans import RowPlan
 
 EDGE = 16  # lanes of the edge tensor: 8 head slots and 8 tail slots
 
@@ -60,4 +64,11 @@ def stride8(*strides: int) -> bool:
     return all(s % 8 == 0 for s in strides)
 
 
-__all__ = ["EDGE", "body_span", "edge_index", "align_for", "stride8", "triton"]
+def plan_for(rows: int, width: int, device: torch.device, plan: RowPlan | None, op: str):
+    """``plan`` if given, else the rule's plan for ``op`` on ``device`` (its SM count)."""
+    if plan is not None:
+        return plan
+    return RowPlan.for_shape(rows, width, device_info(device).sm_count, op)
+
+
+__all__ = ["plan_for", "EDGE", "body_span", "edge_index", "align_for", "stride8", "triton"]

@@ -24,25 +24,52 @@ from dataclasses import dataclass
 
 import triton
 
-# Rows up to 32768 elements are held in registers by one program. H200 row sweep
-# (results/early-h200/row_sweep_bfloat16.json): at 8192x32000 BF16 the resident plan moved 3.30
-# (softmax) / 4.18 (RMSNorm) TB/s against 2.62 / 3.32 looped, and at 8x16384 it beat split too.
+# Measurements behind the thresholds: results/row-tuning-h200/round1_tune.json ("R1", the H200
+# sweep of tuning/row_tune.py, BF16, CUDA-graph replay, inputs rotated past 3x L2; TB/s on
+# compulsory bytes) and the earlier results/early-h200/row_sweep_bfloat16.json.
+
+# Rows whose aligned body is up to 32768 elements are held in registers by one program: R1 at
+# 1048x32000 RMSNorm resident 3.83 TB/s vs 3.49 best looped; softmax 2097x32000 3.04 vs 2.95.
 RESIDENT_MAX = 32768
-# Chunk width for the looped plan: 8192 with 16 warps (same sweep: RMSNorm 4096x131072 3.31 TB/s
-# against 3.19 with 4096/8 warps; softmax within 2%).
+# Few rows wider than 16384 split instead of staying resident: R1 softmax 4x32769 split 4.68 us
+# vs resident 6.08; 128x32769 resident 8.75 us vs split 13.7 (rows >= SM/2 stay resident).
+RESIDENT_WIDE_MIN_ROWS_PER_SM = 0.5
+# Width above which few rows split: R1 softmax 8x16384 resident 3.87 us beats every split (4.14+).
+SPLIT_MIN_WIDTH = 16384
+# Default chunk width for a looped plan built without arguments (RowPlan.looped()).
 CHUNK = 8192
-# Chunk width for split plans: 4096 with 8 warps keeps 16 elements per thread.
-SPLIT_CHUNK = 4096
-# Split when one program per row leaves the GPU under-filled: fewer rows than SMs (the seeds'
-# grid: splitting wins clearly below ~32 rows on 80 SMs and is within a few percent up to ~2x).
+# Split when one program per row leaves the GPU under-filled: fewer rows than SMs (R1: looped
+# loses to split at 64x131072 and 128x262144; the seeds' grid agrees below ~1 row per SM).
 SPLIT_ROWS_PER_SM = 1.0
-# Programs the split plan aims for in total: about two per SM.
-SPLIT_TARGET_PER_SM = 2
+# Programs the split plan aims for in total: 8 per SM. R1: softmax 64x131072 split=17 (8/SM)
+# 15.35 us vs 20.13 at 2/SM; RMSNorm 4x32769 4.88 us vs 6.30; 2x1048576 softmax 6.85 vs 7.42.
+SPLIT_TARGET_PER_SM = 8
 MAX_SPLIT = 256
+# Looped plans (rows >= SMs, rows wider than 32768): persistent grid with eviction hints.
+# R1 softmax: 8192/16 warps at 2 programs/SM best at 50257 and 65537 (2.36, 2.53 TB/s vs 2.17,
+# 2.31 one program per row); 16384/32 at 2/SM best at 100000-151936 (2.27-2.68 vs 1.92-2.10).
+# R1 RMSNorm: 16384/32 at 1/SM best at every width 32769-151936 (3.08-3.46 vs 2.54-2.90).
+LOOPED_WIDE = 98304
 # Elements one resident program holds at most (rows * block): ptxas for sm_90 (triton 3.9, BF16)
 # keeps a 32768-element softmax/RMSNorm row without spills at 16-32 warps (47-116 registers);
 # 65536 spills 160-504 bytes of stack even at 32 warps.
 MAX_RESIDENT_ELEMS = 32768
+# add_rms_norm backward (resident): one row group per SM. R1 at 8192x8192: 180 us at 1/SM,
+# 215 at 2/SM, 279 at 4/SM (the fused kernel holds ~128 registers a thread: one program per SM).
+RMS_BWD_GROUPS_PER_SM = 1
+# Widest block the backward prefetches the next rows for (ptxas, sm_90: 128 registers and no
+# spills at 8192/16 warps; 16384 spills 496 bytes at 16 warps, 304 at 32). Wider blocks use 32
+# warps without prefetch (16384: 96 bytes of spills).
+RMS_BWD_PREFETCH_MAX = 8192
+
+
+def _softmax_warps(block: int) -> int:
+    """Softmax resident warps: more elements per thread than the generic table. R1: 2880 and 4097
+    (block 4096) 4.01 / 3.97 TB/s at 4 warps vs 3.67 / 3.22 at 8; 5120 (block 8192) 4.01 at 8
+    vs 3.26 at 16; 14336 (block 16384) 3.88 at 8 vs 3.63 at 16; 32000 (32768) 3.04 at 16."""
+    if block <= 512:
+        return _warps(block)
+    return {1024: 4, 2048: 4, 4096: 4, 8192: 8, 16384: 8}.get(block, 16)
 
 
 def _warps(block: int) -> int:
@@ -76,6 +103,10 @@ class RowPlan:
       pass and the writes ask to drop them (``evict_first``).
     - ``lane_stats``: looped softmax only; per-lane running max and sum (two exps per element,
       no block-wide reduction per chunk) instead of one block reduction per chunk.
+    - ``prefetch``: add_rms_norm backward, resident: load the next rows while the current ones
+      are computed (two row blocks of loads in flight; more registers).
+    - ``programs_per_sm`` also sets the row groups per SM of add_rms_norm's resident backward
+      (0: ``RMS_BWD_GROUPS_PER_SM``).
     - ``align``: allow the aligned-body path for unaligned rows (``_rows.py``); off forces
       scalar access (a tuning control, never worth choosing).
     """
@@ -88,6 +119,7 @@ class RowPlan:
     programs_per_sm: int = 0
     evict: bool = False
     lane_stats: bool = False
+    prefetch: bool = True
     align: bool = True
 
     def __post_init__(self):
@@ -167,45 +199,91 @@ class RowPlan:
         rows: int,
         width: int,
         sm_count: int,
-        block: int = SPLIT_CHUNK,
+        block: int | None = None,
         per_sm: int = SPLIT_TARGET_PER_SM,
         num_warps: int | None = None,
     ) -> RowPlan:
+        """About ``per_sm * sm_count`` programs in all. Without ``block``, the block is the
+        chunk each program covers, clamped to 2048-4096 (R1: 2048 best at 4x32769, 4096 at
+        64x131072 and 2x1048576)."""
         target = max(2, triton.cdiv(per_sm * sm_count, max(rows, 1)))
+        if block is None:
+            per = triton.cdiv(width, min(target, MAX_SPLIT))
+            block = min(4096, max(2048, triton.next_power_of_2(per)))
         split = max(1, min(target, triton.cdiv(width, block), MAX_SPLIT))
         return RowPlan("split", block, num_warps or _warps(block), split)
 
     @classmethod
-    def for_shape(cls, rows: int, width: int, sm_count: int) -> RowPlan:
-        """The rule: resident when the row fits one block; otherwise split when there are fewer
-        rows than ``SPLIT_ROWS_PER_SM * sm_count``; otherwise looped."""
-        if width <= RESIDENT_MAX:
+    def for_shape(cls, rows: int, width: int, sm_count: int, op: str = "") -> RowPlan:
+        """The rule. ``op`` is one of ``softmax``, ``softmax_bwd``, ``rms``, ``rms_bwd``,
+        ``row_sum`` (``""``: the generic rule, which is the forward RMSNorm rule).
+
+        - resident when the row's aligned body fits ``RESIDENT_MAX``, unless the row is wider
+          than ``SPLIT_MIN_WIDTH`` and there are fewer than ``RESIDENT_WIDE_MIN_ROWS_PER_SM *
+          sm_count`` rows (then split);
+        - otherwise split when there are fewer rows than ``SPLIT_ROWS_PER_SM * sm_count``;
+        - otherwise looped on a persistent grid.
+        """
+        body = body_block(width)
+        few = rows < SPLIT_ROWS_PER_SM * sm_count
+        if body <= RESIDENT_MAX and not (
+            width > SPLIT_MIN_WIDTH and rows < RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count
+        ):
+            if op == "softmax":
+                return cls.resident(width, num_warps=_softmax_warps(body))
+            if op == "rms_bwd":
+                wide = body > RMS_BWD_PREFETCH_MAX
+                return RowPlan(
+                    "resident",
+                    body,
+                    32 if wide else _warps(body),
+                    programs_per_sm=RMS_BWD_GROUPS_PER_SM,
+                    prefetch=not wide,
+                )
             return cls.resident(width)
-        if rows < SPLIT_ROWS_PER_SM * sm_count:
+        if few:
             return cls.split_for(rows, width, sm_count)
+        if op == "softmax":
+            if width >= LOOPED_WIDE:
+                return cls.looped(16384, 32, programs_per_sm=2, evict=True)
+            return cls.looped(8192, 16, programs_per_sm=2, evict=True)
+        if op in ("rms", ""):
+            return cls.looped(16384, 32, programs_per_sm=1, evict=True)
         return cls.looped()
 
     @classmethod
-    def candidates(cls, rows: int, width: int, sm_count: int) -> list[RowPlan]:
-        """Every plan worth forcing for a (rows, width) cell, the rule's choice included; each is
-        launchable through the launchers' ``plan=`` argument."""
-        out: list[RowPlan] = [cls.for_shape(rows, width, sm_count)]
+    def candidates(cls, rows: int, width: int, sm_count: int, op: str = "") -> list[RowPlan]:
+        """Every plan worth forcing for a (rows, width) cell, the rule's choice (for ``op``)
+        first; each is launchable through the launchers' ``plan=`` argument. Fields that only
+        one op reads (``programs_per_sm`` and ``prefetch`` of a resident plan: add_rms_norm's
+        backward; ``lane_stats``: softmax) are varied only for that op."""
+        out: list[RowPlan] = [cls.for_shape(rows, width, sm_count, op)]
         body = body_block(width)
         if body <= MAX_RESIDENT_ELEMS:
-            for w in (4, 8, 16, 32):
-                if 32 * w <= body * 4 and body // (32 * w) <= 128:
+            for w in (2, 4, 8, 16, 32):
+                if 32 * w <= body and body // (32 * w) <= 64:
                     out.append(cls.resident(width, num_warps=w))
             for r in (2, 4, 8, 16):
                 if r * body <= 4096 and r <= rows:
                     out.append(cls.resident(width, rows=r))
-        if width > 1024:
-            for block, warps in ((2048, 4), (4096, 8), (8192, 16), (8192, 8), (16384, 32)):
+            if op == "rms_bwd":
+                for w in (_warps(body), 2 * _warps(body)):
+                    for k in (1, 2):
+                        for pf in (True, False):
+                            if w <= 32:
+                                out.append(RowPlan("resident", body, w, programs_per_sm=k,
+                                                   prefetch=pf))  # fmt: skip
+        if width > 1024 and op != "rms_bwd":
+            for block, warps in ((4096, 8), (8192, 16), (16384, 32)):
                 if block <= triton.next_power_of_2(width):
                     for k in (0, 1, 2):
                         out.append(cls.looped(block, warps, programs_per_sm=k, evict=k > 0))
-                    out.append(cls.looped(block, warps, 2, evict=True, lane_stats=True))
+                    if op in ("softmax", ""):
+                        out.append(cls.looped(block, warps, 2, evict=True, lane_stats=True))
+        if width > 2048 and rows < 2 * sm_count and op not in ("rms_bwd", "softmax_bwd"):
+            out.append(cls.split_for(rows, width, sm_count))
             for block in (2048, 4096, 8192):
-                for per_sm in (2, 4, 8):
+                for per_sm in (4, 8, 16):
                     if block < width:
                         out.append(cls.split_for(rows, width, sm_count, block, per_sm))
         seen: set[RowPlan] = set()

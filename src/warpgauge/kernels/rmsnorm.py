@@ -23,8 +23,8 @@ import triton.language as tl
 
 from .._checks import check_eps, check_same_device, check_same_dtype, check_tensor, rows_view
 from .._device import device_info
-from ._launch import empty, empty_rows_like, launch, row_plan
-from ._rows import align_for, body_span, edge_index, stride8
+from ._launch import empty, empty_rows_like, launch
+from ._rows import align_for, body_span, edge_index, plan_for, stride8
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -261,7 +261,7 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
     rows, n = x2.shape
     if rows == 0:
         return y, h
-    p = row_plan(rows, n, x.device, plan)
+    p = plan_for(rows, n, x.device, plan, "rms")
     align = p.align and align_for(n, xs, rs, n)
     s8 = stride8(xs, rs)
     if p.kind == "resident":

@@ -20,7 +20,9 @@ import triton
 import triton.language as tl
 
 from .._device import device_info
-from ._launch import empty, launch, row_plan
+from ._launch import empty, launch
+from ._rows import plan_for
+from .plans import RMS_BWD_GROUPS_PER_SM
 
 
 @triton.jit
@@ -47,6 +49,7 @@ def _rms_bwd_resident(
     ROWS: tl.constexpr,
     HAS_DH: tl.constexpr,
     HAS_DW: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     # Program g owns rows [g * rows_per_prog, (g + 1) * rows_per_prog), ROWS at a time, and
     # writes its dw partial (sum over its rows of dy * h * rstd) to row g of dwp.
@@ -55,20 +58,52 @@ def _rms_bwd_resident(
     r_end = tl.minimum(r0 + rows_per_prog, n_rows)
     offs = tl.arange(0, BLOCK)[None, :]
     cm = offs < N
-    w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
     acc = tl.zeros([ROWS, BLOCK], tl.float32)
-    for i in range(0, tl.cdiv(r_end - r0, ROWS)):
-        rows = r0 + i * ROWS + tl.arange(0, ROWS)
+    if PREFETCH:
+        # Software pipelining: the next rows' h, dy (and dh) are loaded before the current rows
+        # are computed, so each program keeps two row blocks of loads in flight.
+        w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
+        rows = r0 + tl.arange(0, ROWS)
         m = (rows < r_end)[:, None] & cm
         idx = (rows * N)[:, None] + offs
-        hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
-        rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
-        c = (tl.sum(hf * w * dy, 1) / N)[:, None]
-        dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
-        tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
-        if HAS_DW:
-            acc += dy * hf * rstd
+        h_n = tl.load(h_ptr + idx, mask=m, other=0.0)
+        dy_n = tl.load(dy_ptr + idx, mask=m, other=0.0)
+        dh_n = tl.load(dh_ptr + idx, mask=m, other=0.0) if HAS_DH else h_n
+        for _ in range(0, tl.cdiv(r_end - r0, ROWS)):
+            hf = h_n.to(tl.float32)
+            dy = dy_n.to(tl.float32)
+            dhf = dh_n.to(tl.float32)
+            cur_idx = idx
+            cur_m = m
+            rows += ROWS
+            m = (rows < r_end)[:, None] & cm
+            idx = (rows * N)[:, None] + offs
+            h_n = tl.load(h_ptr + idx, mask=m, other=0.0)
+            dy_n = tl.load(dy_ptr + idx, mask=m, other=0.0)
+            if HAS_DH:
+                dh_n = tl.load(dh_ptr + idx, mask=m, other=0.0)
+            rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
+            c = (tl.sum(hf * w * dy, 1) / N)[:, None]
+            dx = rstd * (w * dy) - (rstd * rstd * rstd) * hf * c
+            if HAS_DH:
+                dx += dhf
+            tl.store(dx_ptr + cur_idx, dx.to(dx_ptr.dtype.element_ty), mask=cur_m)
+            if HAS_DW:
+                acc += dy * hf * rstd
+    else:  # fewer live registers (wide rows): w re-read per row block (L1), no prefetch
+        for i in range(0, tl.cdiv(r_end - r0, ROWS)):
+            rows = r0 + i * ROWS + tl.arange(0, ROWS)
+            m = (rows < r_end)[:, None] & cm
+            idx = (rows * N)[:, None] + offs
+            hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
+            rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
+            c = (tl.sum(hf * w * dy, 1) / N)[:, None]
+            dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
+            tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
+            if HAS_DW:
+                acc += dy * hf * rstd
     if HAS_DW:
         tl.store(dwp_ptr + g.to(tl.int64) * N + offs, tl.sum(acc, 0)[None, :], mask=cm)
 
@@ -212,8 +247,6 @@ def _rms_dw_finish(part_ptr, dw_ptr, groups, N: tl.constexpr, BLOCK: tl.constexp
 
 
 DW_BLOCK = 256  # columns per dw program: 1 KB of FP32 partials per row group
-# Row groups per SM in the fused resident backward (a plan's programs_per_sm overrides it).
-DW_GROUPS_PER_SM = 2
 
 
 def add_rms_norm_backward(
@@ -233,13 +266,13 @@ def add_rms_norm_backward(
             dw.zero_()
         return dx, dw
     rstd = empty((rows,), torch.float32, h.device)  # per-row 1/rms for the separate dw pass
-    p = row_plan(rows, n, h.device, plan)
+    p = plan_for(rows, n, h.device, plan, "rms_bwd")
     has_dh = dh is not None
     dh_arg = dh if has_dh else dy  # never read when HAS_DH is False
     dx_arg = dx if dx is not None else empty(h.shape, h.dtype, h.device)
     if p.kind == "resident":
         # Row groups: a few per SM (dw partials stay small), at most one per ROWS rows.
-        per_sm = p.programs_per_sm or DW_GROUPS_PER_SM
+        per_sm = p.programs_per_sm or RMS_BWD_GROUPS_PER_SM
         groups = max(1, min(triton.cdiv(rows, p.rows), per_sm * device_info(h.device).sm_count))
         rows_per_prog = triton.cdiv(rows, groups)
         groups = triton.cdiv(rows, rows_per_prog)
@@ -247,7 +280,7 @@ def add_rms_norm_backward(
         launch(_rms_bwd_resident, (groups,),
             dy, dh_arg, h, weight, dx_arg, dwp, rows, rows_per_prog, eps,
             N=n, BLOCK=p.resident_block(n, False), ROWS=p.rows, HAS_DH=has_dh, HAS_DW=need_dw,
-            num_warps=p.num_warps,
+            PREFETCH=p.prefetch, num_warps=p.num_warps,
         )  # fmt: skip
         if need_dw:
             launch(_rms_dw_finish, (triton.cdiv(n, DW_BLOCK),), dwp, dw, groups,

@@ -13,8 +13,8 @@ import triton.language as tl
 
 from .._checks import FLOAT_DTYPES, check_tensor, rows_view
 from .._device import device_info
-from ._launch import empty, launch, row_plan
-from ._rows import align_for, body_span, edge_index, stride8
+from ._launch import empty, launch
+from ._rows import align_for, body_span, edge_index, plan_for, stride8
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -125,7 +125,7 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
     rows, n = x2.shape
     if rows == 0:
         return y
-    p = row_plan(rows, n, x.device, plan)
+    p = plan_for(rows, n, x.device, plan, "row_sum")
     align = p.align and align_for(n, stride)
     s8 = stride8(stride)
     if p.kind == "resident":

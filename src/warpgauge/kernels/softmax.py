@@ -19,8 +19,8 @@ import triton.language as tl
 
 from .._checks import check_tensor, rows_view
 from .._device import device_info
-from ._launch import empty, empty_rows_like, launch, row_plan
-from ._rows import align_for, body_span, edge_index, stride8
+from ._launch import empty, empty_rows_like, launch
+from ._rows import align_for, body_span, edge_index, plan_for, stride8
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -242,7 +242,7 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
     rows, n = x2.shape
     if rows == 0:
         return y
-    p = row_plan(rows, n, x.device, plan)
+    p = plan_for(rows, n, x.device, plan, "softmax")
     align = p.align and align_for(n, stride, n)
     s8 = stride8(stride)
     if p.kind == "resident":
@@ -420,7 +420,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = N
     rows = y.numel() // n if n else 0
     if rows == 0:
         return dx
-    p = row_plan(rows, n, y.device, plan)
+    p = plan_for(rows, n, y.device, plan, "softmax_bwd")
     if p.kind == "resident":
         align = p.align and align_for(n, n)
         launch(_softmax_bwd_resident, (p.programs(rows, 1),), y, dy, dx, rows,
