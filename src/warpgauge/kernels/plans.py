@@ -45,6 +45,10 @@ SPLIT_ROWS_PER_SM = 1.0
 # 15.35 us vs 20.13 at 2/SM; RMSNorm 4x32769 4.88 us vs 6.30; 2x1048576 softmax 6.85 vs 7.42.
 SPLIT_TARGET_PER_SM = 8
 MAX_SPLIT = 256
+# Split block: 2048 up to this width, 4096 above. R1: 4x32769 softmax 4.68 us at 2048 vs 4.96 at
+# 4096 (RMSNorm 4.88 vs 6.30); 64x131072 softmax 15.35 at 4096 vs 15.90; 2x1048576 softmax 6.85
+# at 4096 vs 7.35 (RMSNorm 8.85 vs 9.64).
+SPLIT_NARROW_MAX = 65536
 # Looped plans (rows >= SMs, rows wider than 32768): persistent grid with eviction hints.
 # R1 softmax: 8192/16 warps at 2 programs/SM best at 50257 and 65537 (2.36, 2.53 TB/s vs 2.17,
 # 2.31 one program per row); 16384/32 at 2/SM best at 100000-151936 (2.27-2.68 vs 1.92-2.10).
@@ -203,13 +207,12 @@ class RowPlan:
         per_sm: int = SPLIT_TARGET_PER_SM,
         num_warps: int | None = None,
     ) -> RowPlan:
-        """About ``per_sm * sm_count`` programs in all. Without ``block``, the block is the
-        chunk each program covers, clamped to 2048-4096 (R1: 2048 best at 4x32769, 4096 at
-        64x131072 and 2x1048576)."""
+        """About ``per_sm * sm_count`` programs in all. Without ``block``: 2048 up to width
+        ``SPLIT_NARROW_MAX``, else 4096 (the width alone decides, so a new row count never
+        compiles a new kernel)."""
         target = max(2, triton.cdiv(per_sm * sm_count, max(rows, 1)))
         if block is None:
-            per = triton.cdiv(width, min(target, MAX_SPLIT))
-            block = min(4096, max(2048, triton.next_power_of_2(per)))
+            block = 2048 if width <= SPLIT_NARROW_MAX else 4096
         split = max(1, min(target, triton.cdiv(width, block), MAX_SPLIT))
         return RowPlan("split", block, num_warps or _warps(block), split)
 
@@ -268,7 +271,7 @@ class RowPlan:
                     out.append(cls.resident(width, rows=r))
             if op == "rms_bwd":
                 for w in (_warps(body), 2 * _warps(body)):
-                    for k in (1, 2):
+                    for k in (1, 2, 4):
                         for pf in (True, False):
                             if w <= 32:
                                 out.append(RowPlan("resident", body, w, programs_per_sm=k,
