@@ -27,7 +27,7 @@ from .plans import RMS_BWD_GROUPS_PER_SM
 
 @triton.jit
 def _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH: tl.constexpr):
-    dx = rstd * (w * dy) - (rstd * rstd * rstd) * hf * c
+    dx = rstd * (w * dy - hf * ((c * rstd) * rstd))  # no rstd^3: it underflows for huge h
     if HAS_DH:
         dx += tl.load(dh_ptr + idx, mask=m, other=0.0).to(tl.float32)
     return dx
@@ -84,7 +84,7 @@ def _rms_bwd_resident(
                 dh_n = tl.load(dh_ptr + idx, mask=m, other=0.0)
             rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
             c = (tl.sum(hf * w * dy, 1) / N)[:, None]
-            dx = rstd * (w * dy) - (rstd * rstd * rstd) * hf * c
+            dx = rstd * (w * dy - hf * ((c * rstd) * rstd))  # no rstd^3: it underflows for huge h
             if HAS_DH:
                 dx += dhf
             tl.store(dx_ptr + cur_idx, dx.to(dx_ptr.dtype.element_ty), mask=cur_m)
