@@ -34,6 +34,8 @@ CASES = [
     (6, 200, RowPlan.resident(200, rows=4)),  # 4 rows per program, the last program half empty
     (5, 1003, RowPlan.resident(1003, rows=2)),  # several rows per program + aligned path
     (3, 1001, RowPlan("resident", 1024, 4, align=False)),  # scalar path forced
+    (7, 1001, RowPlan("resident", 1024, 4, programs_per_sm=1)),  # softmax persistent + prefetch
+    (6, 256, RowPlan("resident", 256, 2, programs_per_sm=1)),  # the same, aligned rows
     (4, 1000, RowPlan.looped(128)),  # looped, one program per row, 8 chunks, ragged tail
     (7, 1001, RowPlan.looped(128, programs_per_sm=1, evict=True)),  # persistent: 4 programs
     (6, 999, RowPlan.looped(64, programs_per_sm=1, lane_stats=True)),  # per-lane softmax stats

@@ -132,7 +132,9 @@ def variants(op, rows, n):
     keep = [rule]
     for p in RowPlan.candidates(rows, n, SM, op):
         if p.kind == "resident":
-            if op == "rms_bwd":
+            if op == "softmax" and p.programs_per_sm:
+                keep.insert(1, p)
+            elif op == "rms_bwd":
                 same = (p.num_warps, p.prefetch) == (rule.num_warps, rule.prefetch)
                 if (same and p.programs_per_sm in (1, 2, 4)) or p.programs_per_sm == 1:
                     keep.append(p)
@@ -156,7 +158,7 @@ def variants(op, rows, n):
     return _uniq(keep)[: CAP.get(op, 99)]
 
 
-CAP = {"softmax": 10, "rms": 7, "row_sum": 5}  # variants per cell (compile budget)
+CAP = {"softmax": 12, "rms": 7, "row_sum": 5}  # variants per cell (compile budget)
 
 
 LOOPED_KEEP = {

@@ -106,6 +106,72 @@ def _softmax_resident(
 
 
 @triton.jit(do_not_specialize=["n_rows"])
+def _softmax_resident_pf(
+    x_ptr,
+    y_ptr,
+    x_stride,
+    n_rows,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+):
+    # Persistent resident plan: rows pid, pid + programs, ...; the next row is loaded before the
+    # current one is computed and written, so memory stays busy while a program computes (one
+    # program per SM holds a 16k-32k row: nothing else would overlap its exp and reductions).
+    # I/O: read x once, write y once. (Masks use tl.where(ok, limit, 0), not "& ok": the
+    # interpreter mishandles "&" with a 0-d mask.)
+    if S8:
+        x_stride = tl.multiple_of(x_stride, 8)
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    offs = tl.arange(0, BLOCK)
+    row = pid.to(tl.int64)
+    ok = row < n_rows
+    xb = row * x_stride
+    if ALIGN:
+        head, start, blen = body_span(xb, N)
+        ecol, em = edge_index(head, blen, N)
+        x_n = tl.load(x_ptr + start + offs, mask=offs < tl.where(ok, blen, 0), other=NEG_INF)
+        xe_n = tl.load(x_ptr + xb + ecol, mask=em & (ecol < tl.where(ok, N, 0)), other=NEG_INF)
+    else:
+        x_n = tl.load(x_ptr + xb + offs, mask=offs < tl.where(ok, N, 0), other=NEG_INF)
+        xe_n = x_n
+    for _ in range(0, tl.cdiv(n_rows - pid, nprog)):
+        x = x_n.to(tl.float32)
+        xe = xe_n.to(tl.float32)
+        cur = row
+        row += nprog
+        ok = row < n_rows
+        xb = row * x_stride
+        if ALIGN:
+            head, start, blen = body_span(xb, N)
+            ecol, em = edge_index(head, blen, N)
+            x_n = tl.load(x_ptr + start + offs, mask=offs < tl.where(ok, blen, 0), other=NEG_INF)
+            xe_n = tl.load(x_ptr + xb + ecol, mask=em & (ecol < tl.where(ok, N, 0)), other=NEG_INF)
+            cb = cur * N
+            head, start, blen = body_span(cb, N)
+            ecol, em = edge_index(head, blen, N)
+            m = tl.maximum(tl.max(x, 0), tl.max(xe, 0))
+            shift = tl.where(m == NEG_INF, 0.0, m)
+            e = tl.exp(x - shift)
+            ee = tl.exp(xe - shift)
+            s = tl.sum(e, 0) + tl.sum(ee, 0)
+            inv = tl.where(s == 0, 0.0, 1.0 / s)
+            tl.store(y_ptr + start + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=offs < blen)
+            tl.store(y_ptr + cb + ecol, (ee * inv).to(y_ptr.dtype.element_ty), mask=em)
+        else:
+            x_n = tl.load(x_ptr + xb + offs, mask=offs < tl.where(ok, N, 0), other=NEG_INF)
+            m = tl.max(x, 0)
+            shift = tl.where(m == NEG_INF, 0.0, m)
+            e = tl.exp(x - shift)
+            s = tl.sum(e, 0)
+            inv = tl.where(s == 0, 0.0, 1.0 / s)
+            y = (e * inv).to(y_ptr.dtype.element_ty)
+            tl.store(y_ptr + cur * N + offs, y, mask=offs < N)
+
+
+@triton.jit(do_not_specialize=["n_rows"])
 def _softmax_looped(
     x_ptr,
     y_ptr,
@@ -245,7 +311,12 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
     p = plan_for(rows, n, x.device, plan, "softmax")
     align = p.align and align_for(n, stride, n)
     s8 = stride8(stride)
-    if p.kind == "resident":
+    if p.kind == "resident" and p.programs_per_sm and p.rows == 1:
+        grid = (max(1, min(rows, p.programs_per_sm * device_info(x.device).sm_count)),)
+        launch(_softmax_resident_pf, grid, x2, y, stride, rows,
+            N=n, BLOCK=p.resident_block(n, align), ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
+    elif p.kind == "resident":
         grid = (p.programs(rows, 1),)
         block = p.resident_block(n, align)
         launch(_softmax_resident, grid, x2, y, stride, rows,
