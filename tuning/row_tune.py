@@ -300,6 +300,7 @@ def main():
     ap.add_argument("--set", default="fwd")
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--budget", type=float, default=100.0)
+    ap.add_argument("--wait-file", default="", help="wait for this file before timing")
     ap.add_argument(
         "--dry", action="store_true", help="CPU interpreter, tiny cells: test the script"
     )
