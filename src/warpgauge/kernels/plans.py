@@ -49,6 +49,10 @@ MAX_SPLIT = 256
 # 4096 (RMSNorm 4.88 vs 6.30); 64x131072 softmax 15.35 at 4096 vs 15.90; 2x1048576 softmax 6.85
 # at 4096 vs 7.35 (RMSNorm 8.85 vs 9.64).
 SPLIT_NARROW_MAX = 65536
+# row_sum with many rows wider than 32768: split into chunks of about this many elements (a
+# row per program quantizes into waves: R1 looped 1342x100000 3.38 TB/s, 2.54 waves of 528
+# programs, vs 4.18-4.25 at 1046x128256 and 1024x131072, 1.9-2.0 waves).
+ROW_SUM_CHUNK = 16384
 # Looped plans (rows >= SMs, rows wider than 32768): persistent grid with eviction hints.
 # R1 softmax: 8192/16 warps at 2 programs/SM best at 50257 and 65537 (2.36, 2.53 TB/s vs 2.17,
 # 2.31 one program per row); 16384/32 at 2/SM best at 100000-151936 (2.27-2.68 vs 1.92-2.10).
@@ -247,6 +251,9 @@ class RowPlan:
             return cls.resident(width)
         if few:
             return cls.split_for(rows, width, sm_count)
+        if op == "row_sum":  # one read pass: split rows into ~16k chunks, no whole-row waves
+            block = 2048 if width <= SPLIT_NARROW_MAX else 4096
+            return RowPlan("split", block, _warps(block), triton.cdiv(width, ROW_SUM_CHUNK))
         if op == "softmax":
             if width >= LOOPED_WIDE:
                 return cls.looped(16384, 32, programs_per_sm=2, evict=True)
@@ -289,6 +296,10 @@ class RowPlan:
                         out.append(cls.looped(block, warps, programs_per_sm=k, evict=k > 0))
                     if op in ("softmax", ""):
                         out.append(cls.looped(block, warps, 2, evict=True, lane_stats=True))
+        if op == "row_sum" and width > 16384:
+            for chunk in (8192, 16384, 32768):
+                for block in (2048, 4096):
+                    out.append(RowPlan("split", block, _warps(block), triton.cdiv(width, chunk)))
         if width > 2048 and rows < 2 * sm_count and op not in ("rms_bwd", "softmax_bwd"):
             out.append(cls.split_for(rows, width, sm_count))
             for block in (2048, 4096, 8192):
