@@ -35,7 +35,8 @@ CASES = [
     (5, 1003, RowPlan.resident(1003, rows=2)),  # several rows per program + aligned path
     (3, 1001, RowPlan("resident", 1024, 4, align=False)),  # scalar path forced
     (7, 1001, RowPlan("resident", 1024, 4, programs_per_sm=1)),  # softmax persistent + prefetch
-    (6, 256, RowPlan("resident", 256, 2, programs_per_sm=1)),  # the same, aligned rows
+    (6, 256, RowPlan("resident", 256, 2, programs_per_sm=1)),  # the same (+ add_rms_norm),
+    (9, 64, RowPlan("resident", 64, 1, programs_per_sm=2)),  # aligned rows, 8 programs
     (4, 1000, RowPlan.looped(128)),  # looped, one program per row, 8 chunks, ragged tail
     (7, 1001, RowPlan.looped(128, programs_per_sm=1, evict=True)),  # persistent: 4 programs
     (6, 999, RowPlan.looped(64, programs_per_sm=1, lane_stats=True)),  # per-lane softmax stats

@@ -132,7 +132,7 @@ def variants(op, rows, n):
     keep = [rule]
     for p in RowPlan.candidates(rows, n, SM, op):
         if p.kind == "resident":
-            if op == "softmax" and p.programs_per_sm:
+            if op in ("softmax", "rms") and p.programs_per_sm:
                 keep.insert(1, p)
             elif op == "rms_bwd":
                 same = (p.num_warps, p.prefetch) == (rule.num_warps, rule.prefetch)

@@ -113,8 +113,9 @@ class RowPlan:
       no block-wide reduction per chunk) instead of one block reduction per chunk.
     - ``prefetch``: add_rms_norm backward, resident: load the next rows while the current ones
       are computed (two row blocks of loads in flight; more registers).
-    - ``programs_per_sm`` with a resident plan: softmax forward (``rows == 1``) runs a
-      persistent grid that loads the next row while it computes the current one; add_rms_norm's
+    - ``programs_per_sm`` with a resident plan: softmax and add_rms_norm forward (``rows ==
+      1``; add_rms_norm: aligned rows) run a persistent grid that loads the next row while it
+      computes the current one; add_rms_norm's
       backward uses it as row groups per SM (0: ``RMS_BWD_GROUPS_PER_SM``); others ignore it.
     - ``align``: allow the aligned-body path for unaligned rows (``_rows.py``); off forces
       scalar access (a tuning control, never worth choosing).
@@ -277,6 +278,9 @@ class RowPlan:
             for r in (2, 4, 8, 16):
                 if r * body <= 4096 and r <= rows:
                     out.append(cls.resident(width, rows=r))
+            if op == "rms" and body >= 4096:
+                for k in (1, 2):
+                    out.append(RowPlan("resident", body, _warps(body), programs_per_sm=k))
             if op in ("softmax", "") and body >= 4096:
                 for w in (_softmax_warps(body), 2 * _softmax_warps(body)):
                     for k in (1, 2):

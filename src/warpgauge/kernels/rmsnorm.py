@@ -99,6 +99,48 @@ def _rms_resident(
 
 
 @triton.jit(do_not_specialize=["n_rows"])
+def _rms_resident_pf(
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    x_stride,
+    r_stride,
+    n_rows,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    S8: tl.constexpr,
+):
+    # Persistent resident plan: rows pid, pid + programs, ...; the next row's x and r are loaded
+    # before the current row is computed and written. I/O as _rms_resident (w read once).
+    if S8:
+        x_stride = tl.multiple_of(x_stride, 8)
+        r_stride = tl.multiple_of(r_stride, 8)
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    offs = tl.arange(0, BLOCK)
+    cm = offs < N
+    w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
+    row = pid.to(tl.int64)
+    lim = tl.where(row < n_rows, N, 0)
+    x_n = tl.load(x_ptr + row * x_stride + offs, mask=offs < lim, other=0.0)
+    r_n = tl.load(r_ptr + row * r_stride + offs, mask=offs < lim, other=0.0)
+    for _ in range(0, tl.cdiv(n_rows - pid, nprog)):
+        h = (x_n.to(tl.float32) + r_n.to(tl.float32)).to(h_ptr.dtype.element_ty)
+        ob = row * N
+        row += nprog
+        lim = tl.where(row < n_rows, N, 0)
+        x_n = tl.load(x_ptr + row * x_stride + offs, mask=offs < lim, other=0.0)
+        r_n = tl.load(r_ptr + row * r_stride + offs, mask=offs < lim, other=0.0)
+        tl.store(h_ptr + ob + offs, h, mask=cm)
+        hf = h.to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, 0) / N + eps)
+        tl.store(y_ptr + ob + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=cm)
+
+
+@triton.jit(do_not_specialize=["n_rows"])
 def _rms_looped(
     x_ptr,
     r_ptr,
@@ -264,7 +306,12 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
     p = plan_for(rows, n, x.device, plan, "rms")
     align = p.align and align_for(n, xs, rs, n)
     s8 = stride8(xs, rs)
-    if p.kind == "resident":
+    if p.kind == "resident" and p.programs_per_sm and p.rows == 1 and not align:
+        grid = (max(1, min(rows, p.programs_per_sm * device_info(x.device).sm_count)),)
+        launch(_rms_resident_pf, grid, x2, r2, weight, y, h, xs, rs, rows, eps,
+            N=n, BLOCK=p.resident_block(n, False), S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
+    elif p.kind == "resident":
         block = p.resident_block(n, align)
         launch(_rms_resident, (p.programs(rows, 1),), x2, r2, weight, y, h, xs, rs, rows, eps,
             N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
