@@ -278,9 +278,10 @@ class RowPlan:
             for r in (2, 4, 8, 16):
                 if r * body <= 4096 and r <= rows:
                     out.append(cls.resident(width, rows=r))
-            if op == "rms" and body >= 4096:
+            if op == "rms" and body >= 4096:  # 32768 spills at 16 warps (ptxas): use 32
+                w = _warps(body) if body <= 16384 else 32
                 for k in (1, 2):
-                    out.append(RowPlan("resident", body, _warps(body), programs_per_sm=k))
+                    out.append(RowPlan("resident", body, w, programs_per_sm=k))
             if op in ("softmax", "") and body >= 4096:
                 for w in (_softmax_warps(body), 2 * _softmax_warps(body)):
                     for k in (1, 2):
