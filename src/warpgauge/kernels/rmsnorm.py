@@ -58,8 +58,8 @@ def _rms_resident(
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = (rows < n_rows)[:, None]
     if S8:
-        x_stride = tl.multiple_of(x_stride, 8)
-        r_stride = tl.multiple_of(r_stride, 8)
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+        r_stride = r_stride // 8 * 8
     offs = tl.arange(0, BLOCK)[None, :]
     if ALIGN:  # x_stride == r_stride == N (launcher): every tensor's rows share their head
         base = rows * N
@@ -116,8 +116,8 @@ def _rms_resident_pf(
     # Persistent resident plan: rows pid, pid + programs, ...; the next row's x and r are loaded
     # before the current row is computed and written. I/O as _rms_resident (w read once).
     if S8:
-        x_stride = tl.multiple_of(x_stride, 8)
-        r_stride = tl.multiple_of(r_stride, 8)
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+        r_stride = r_stride // 8 * 8
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     offs = tl.arange(0, BLOCK)
@@ -161,8 +161,8 @@ def _rms_looped(
     # I/O: read x and r, write h; then read h back (L2 when few rows are in flight) and w,
     # write y. Rows pid, pid + programs, ... (persistent grid when programs < rows).
     if S8:
-        x_stride = tl.multiple_of(x_stride, 8)
-        r_stride = tl.multiple_of(r_stride, 8)
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+        r_stride = r_stride // 8 * 8
     offs = tl.arange(0, BLOCK)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)

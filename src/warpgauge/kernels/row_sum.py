@@ -42,7 +42,7 @@ def _row_sum_resident(
     rm = rows < n_rows
     rmask = rm[:, None]
     if S8:
-        x_stride = tl.multiple_of(x_stride, 8)
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
     xb1 = rows * x_stride
     offs = tl.arange(0, BLOCK)[None, :]
     if ALIGN:
@@ -64,7 +64,7 @@ def _row_sum_looped(
     S8: tl.constexpr,
 ):  # fmt: skip
     if S8:
-        x_stride = tl.multiple_of(x_stride, 8)
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
     offs = tl.arange(0, BLOCK)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)

@@ -24,8 +24,6 @@ from ._rows import align_for, body_span, edge_index, plan_for, stride8
 from .plans import RowPlan
 from .work import Work, esize
 
-NEG_INF = tl.constexpr(float("-inf"))
-
 
 def work(rows: int, width: int, dtype: torch.dtype) -> Work:
     # read x + write y; ~5 flops/element (max, subtract, exp, sum, scale)
@@ -73,7 +71,7 @@ def _softmax_resident(
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = (rows < n_rows)[:, None]
     if S8:
-        x_stride = tl.multiple_of(x_stride, 8)
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
     xb1 = rows * x_stride
     xb = xb1[:, None]
     yb = (rows * N)[:, None]
@@ -82,12 +80,12 @@ def _softmax_resident(
         head, start, blen = body_span(xb1, N)
         head, start, blen = head[:, None], start[:, None], blen[:, None]
         bm = rmask & (offs < blen)
-        x = tl.load(x_ptr + start + offs, mask=bm, other=NEG_INF).to(tl.float32)
+        x = tl.load(x_ptr + start + offs, mask=bm, other=float("-inf")).to(tl.float32)
         ecol, em = edge_index(head, blen, N)
         em = em & rmask
-        xe = tl.load(x_ptr + xb + ecol, mask=em, other=NEG_INF).to(tl.float32)
+        xe = tl.load(x_ptr + xb + ecol, mask=em, other=float("-inf")).to(tl.float32)
         m = tl.maximum(tl.max(x, 1), tl.max(xe, 1))
-        shift = tl.where(m == NEG_INF, 0.0, m)[:, None]
+        shift = tl.where(m == float("-inf"), 0.0, m)[:, None]
         e = tl.exp(x - shift)
         ee = tl.exp(xe - shift)
         s = tl.sum(e, 1) + tl.sum(ee, 1)
@@ -96,9 +94,9 @@ def _softmax_resident(
         tl.store(y_ptr + xb + ecol, (ee * inv).to(y_ptr.dtype.element_ty), mask=em)
     else:
         mask = rmask & (offs < N)
-        x = tl.load(x_ptr + xb + offs, mask=mask, other=NEG_INF).to(tl.float32)
+        x = tl.load(x_ptr + xb + offs, mask=mask, other=float("-inf")).to(tl.float32)
         m = tl.max(x, 1)
-        shift = tl.where(m == NEG_INF, 0.0, m)[:, None]
+        shift = tl.where(m == float("-inf"), 0.0, m)[:, None]
         e = tl.exp(x - shift)
         s = tl.sum(e, 1)
         inv = tl.where(s == 0, 0.0, 1.0 / s)[:, None]
@@ -122,7 +120,7 @@ def _softmax_resident_pf(
     # I/O: read x once, write y once. (Masks use tl.where(ok, limit, 0), not "& ok": the
     # interpreter mishandles "&" with a 0-d mask.)
     if S8:
-        x_stride = tl.multiple_of(x_stride, 8)
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     offs = tl.arange(0, BLOCK)
@@ -132,10 +130,12 @@ def _softmax_resident_pf(
     if ALIGN:
         head, start, blen = body_span(xb, N)
         ecol, em = edge_index(head, blen, N)
-        x_n = tl.load(x_ptr + start + offs, mask=offs < tl.where(ok, blen, 0), other=NEG_INF)
-        xe_n = tl.load(x_ptr + xb + ecol, mask=em & (ecol < tl.where(ok, N, 0)), other=NEG_INF)
+        x_n = tl.load(x_ptr + start + offs, mask=offs < tl.where(ok, blen, 0), other=float("-inf"))
+        xe_n = tl.load(
+            x_ptr + xb + ecol, mask=em & (ecol < tl.where(ok, N, 0)), other=float("-inf")
+        )
     else:
-        x_n = tl.load(x_ptr + xb + offs, mask=offs < tl.where(ok, N, 0), other=NEG_INF)
+        x_n = tl.load(x_ptr + xb + offs, mask=offs < tl.where(ok, N, 0), other=float("-inf"))
         xe_n = x_n
     for _ in range(0, tl.cdiv(n_rows - pid, nprog)):
         x = x_n.to(tl.float32)
@@ -147,13 +147,17 @@ def _softmax_resident_pf(
         if ALIGN:
             head, start, blen = body_span(xb, N)
             ecol, em = edge_index(head, blen, N)
-            x_n = tl.load(x_ptr + start + offs, mask=offs < tl.where(ok, blen, 0), other=NEG_INF)
-            xe_n = tl.load(x_ptr + xb + ecol, mask=em & (ecol < tl.where(ok, N, 0)), other=NEG_INF)
+            x_n = tl.load(
+                x_ptr + start + offs, mask=offs < tl.where(ok, blen, 0), other=float("-inf")
+            )
+            xe_n = tl.load(
+                x_ptr + xb + ecol, mask=em & (ecol < tl.where(ok, N, 0)), other=float("-inf")
+            )
             cb = cur * N
             head, start, blen = body_span(cb, N)
             ecol, em = edge_index(head, blen, N)
             m = tl.maximum(tl.max(x, 0), tl.max(xe, 0))
-            shift = tl.where(m == NEG_INF, 0.0, m)
+            shift = tl.where(m == float("-inf"), 0.0, m)
             e = tl.exp(x - shift)
             ee = tl.exp(xe - shift)
             s = tl.sum(e, 0) + tl.sum(ee, 0)
@@ -161,9 +165,9 @@ def _softmax_resident_pf(
             tl.store(y_ptr + start + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=offs < blen)
             tl.store(y_ptr + cb + ecol, (ee * inv).to(y_ptr.dtype.element_ty), mask=em)
         else:
-            x_n = tl.load(x_ptr + xb + offs, mask=offs < tl.where(ok, N, 0), other=NEG_INF)
+            x_n = tl.load(x_ptr + xb + offs, mask=offs < tl.where(ok, N, 0), other=float("-inf"))
             m = tl.max(x, 0)
-            shift = tl.where(m == NEG_INF, 0.0, m)
+            shift = tl.where(m == float("-inf"), 0.0, m)
             e = tl.exp(x - shift)
             s = tl.sum(e, 0)
             inv = tl.where(s == 0, 0.0, 1.0 / s)
@@ -189,7 +193,7 @@ def _softmax_looped(
     # flight), write y once. Rows pid, pid + programs, ... (a persistent grid when programs <
     # rows; one program per row otherwise).
     if S8:
-        x_stride = tl.multiple_of(x_stride, 8)
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
     offs = tl.arange(0, BLOCK)
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -200,46 +204,52 @@ def _softmax_looped(
         if ALIGN:
             head, start, blen = body_span(xb, N)
             ecol, em = edge_index(head, blen, N)
-            xe = tl.load(x_ptr + xb + ecol, mask=em, other=NEG_INF).to(tl.float32)
+            xe = tl.load(x_ptr + xb + ecol, mask=em, other=float("-inf")).to(tl.float32)
             m = tl.max(xe, 0)
-            shift = tl.where(m == NEG_INF, 0.0, m)
+            shift = tl.where(m == float("-inf"), 0.0, m)
             s = tl.sum(tl.exp(xe - shift), 0)
             ystart = start
         else:
             start = xb
             blen = N
             ystart = row * N
-            m = tl.full([], NEG_INF, tl.float32)
+            m = tl.full([], float("-inf"), tl.float32)
             s = tl.zeros([], tl.float32)
         if LANE:  # per-lane running (max, sum): two exps per element, no reduction per chunk
-            mv = tl.full([BLOCK], NEG_INF, tl.float32)
+            mv = tl.full([BLOCK], float("-inf"), tl.float32)
             sv = tl.zeros([BLOCK], tl.float32)
             for c in range(0, blen, BLOCK):
                 idx = c + offs
                 x = tl.load(
-                    x_ptr + start + idx, mask=idx < blen, other=NEG_INF, eviction_policy=EV_KEEP
+                    x_ptr + start + idx,
+                    mask=idx < blen,
+                    other=float("-inf"),
+                    eviction_policy=EV_KEEP,
                 ).to(tl.float32)
                 mn = tl.maximum(mv, x)
-                sh = tl.where(mn == NEG_INF, 0.0, mn)
+                sh = tl.where(mn == float("-inf"), 0.0, mn)
                 sv = sv * tl.exp(mv - sh) + tl.exp(x - sh)
                 mv = mn
             mt = tl.maximum(tl.max(mv, 0), m)
-            sh = tl.where(mt == NEG_INF, 0.0, mt)
+            sh = tl.where(mt == float("-inf"), 0.0, mt)
             s = tl.sum(sv * tl.exp(mv - sh), 0) + s * tl.exp(m - sh)
             m = mt
         else:
             for c in range(0, blen, BLOCK):
                 idx = c + offs
                 x = tl.load(
-                    x_ptr + start + idx, mask=idx < blen, other=NEG_INF, eviction_policy=EV_KEEP
+                    x_ptr + start + idx,
+                    mask=idx < blen,
+                    other=float("-inf"),
+                    eviction_policy=EV_KEEP,
                 )
                 m, s = _online_update(m, s, x.to(tl.float32))
-        shift = tl.where(m == NEG_INF, 0.0, m)
+        shift = tl.where(m == float("-inf"), 0.0, m)
         inv = tl.where(s == 0, 0.0, 1.0 / s)
         for c in range(0, blen, BLOCK):
             idx = c + offs
             x = tl.load(
-                x_ptr + start + idx, mask=idx < blen, other=NEG_INF, eviction_policy=EV_DROP
+                x_ptr + start + idx, mask=idx < blen, other=float("-inf"), eviction_policy=EV_DROP
             )
             y = (tl.exp(x.to(tl.float32) - shift) * inv).to(y_ptr.dtype.element_ty)
             tl.store(y_ptr + ystart + idx, y, mask=idx < blen, eviction_policy=EV_DROP)
