@@ -39,7 +39,7 @@ def _rand(shape, dtype, seed=0, scale=1.0):
     return (torch.randn(shape, generator=g, device="cuda") * scale).to(dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_full_size(shape, dtype):
     if dtype == torch.float32 and shape[0] * shape[1] > 2**28:

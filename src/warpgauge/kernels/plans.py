@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import triton
 
-# Measurements behind the thresholds: results/row-tuning-h200/round1_tune.json ("R1", the H200
-# sweep of tuning/row_tune.py, BF16, CUDA-graph replay, inputs rotated past 3x L2; TB/s on
-# compulsory bytes) and the earlier results/early-h200/row_sweep_bfloat16.json.
+# Measurements behind the thresholds: results/row-tuning-h200/round1_tune.json ("R1") and
+# round2_tune.json ("R2"), H200 sweeps of tuning/row_tune.py (BF16, CUDA-graph replay, inputs
+# rotated past 3x L2, every plan gated against the FP64 reference; TB/s on compulsory bytes),
+# and the earlier results/early-h200/row_sweep_bfloat16.json.
 
 # Rows whose aligned body is up to 32768 elements are held in registers by one program: R1 at
 # 1048x32000 RMSNorm resident 3.83 TB/s vs 3.49 best looped; softmax 2097x32000 3.04 vs 2.95.
@@ -49,35 +50,34 @@ MAX_SPLIT = 256
 # 4096 (RMSNorm 4.88 vs 6.30); 64x131072 softmax 15.35 at 4096 vs 15.90; 2x1048576 softmax 6.85
 # at 4096 vs 7.35 (RMSNorm 8.85 vs 9.64).
 SPLIT_NARROW_MAX = 65536
-# row_sum with many rows wider than 32768: split into chunks of about this many elements (a
-# row per program quantizes into waves: R1 looped 1342x100000 3.38 TB/s, 2.54 waves of 528
-# programs, vs 4.18-4.25 at 1046x128256 and 1024x131072, 1.9-2.0 waves).
-ROW_SUM_CHUNK = 16384
+# Softmax rows whose body is a full 32768 block and wider than this: persistent resident plan
+# (32 warps, 2 per SM) that prefetches the next row. R2: 2097x32000 3.64 TB/s vs 3.02 plain
+# resident, 2047x32769 3.51 vs 2.82; at 2730x24576 and 3640x18432 plain resident wins (3.84,
+# 3.76 vs 3.51, 3.23).
+SOFTMAX_PREFETCH_MIN_WIDTH = 28672
 # Looped plans (rows >= SMs, rows wider than 32768): persistent grid with eviction hints.
 # R1 softmax: 8192/16 warps at 2 programs/SM best at 50257 and 65537 (2.36, 2.53 TB/s vs 2.17,
 # 2.31 one program per row); 16384/32 at 2/SM best at 100000-151936 (2.27-2.68 vs 1.92-2.10).
 # R1 RMSNorm: 16384/32 at 1/SM best at every width 32769-151936 (3.08-3.46 vs 2.54-2.90).
+# R2 softmax: per-lane statistics on 16384/32 win from 128256 up (2.74, 2.81, 2.14 TB/s at
+# 128256, 131072, 200003 vs 2.65, 2.44, 1.88) and tie at 100000-151936; they lose at 50257.
+# R2 row_sum: looped 4096/8 warps, one program per row: 3.61-4.39 TB/s at 50257-262144 (a
+# split into 16k chunks measured 2.35-2.99).
 LOOPED_WIDE = 98304
 # Elements one resident program holds at most (rows * block): ptxas for sm_90 (triton 3.9, BF16)
 # keeps a 32768-element softmax/RMSNorm row without spills at 16-32 warps (47-116 registers);
 # 65536 spills 160-504 bytes of stack even at 32 warps.
 MAX_RESIDENT_ELEMS = 32768
-# add_rms_norm backward (resident): one row group per SM. R1 at 8192x8192: 180 us at 1/SM,
-# 215 at 2/SM, 279 at 4/SM (the fused kernel holds ~128 registers a thread: one program per SM).
+# add_rms_norm backward (resident): row groups per SM = 8192 // block (at least 1). R2 with dh:
+# 16384x2048 80.9 us at 4/SM vs 117.1 at 1; 8192x2880 58.8 at 2 vs 74.5 at 1; 4096x4096 42.8 at
+# 2 vs 46.4; 8192x8192 136.9 at 1 (3.92 TB/s) best. (Launcher default when a plan says 0: 1.)
 RMS_BWD_GROUPS_PER_SM = 1
 # Widest block the backward prefetches the next rows for (ptxas, sm_90: 128 registers and no
-# spills at 8192/16 warps; 16384 spills 496 bytes at 16 warps, 304 at 32). Wider blocks use 32
-# warps without prefetch (16384: 96 bytes of spills).
+# spills at 8192/16 warps; 16384 spills 496 bytes at 16 warps). Block 16384: 16 warps without
+# prefetch (R2 4096x14336 174 us vs 197 at 32 warps, 1720 with prefetch). Block 32768 spills
+# even so (R2 1024x32000 377 us): the backward loops there.
 RMS_BWD_PREFETCH_MAX = 8192
-
-
-def _softmax_warps(block: int) -> int:
-    """Softmax resident warps: more elements per thread than the generic table. R1: 2880 and 4097
-    (block 4096) 4.01 / 3.97 TB/s at 4 warps vs 3.67 / 3.22 at 8; 5120 (block 8192) 4.01 at 8
-    vs 3.26 at 16; 14336 (block 16384) 3.88 at 8 vs 3.63 at 16; 32000 (32768) 3.04 at 16."""
-    if block <= 512:
-        return _warps(block)
-    return {1024: 4, 2048: 4, 4096: 4, 8192: 8, 16384: 8}.get(block, 16)
+RMS_BWD_RESIDENT_MAX = 16384
 
 
 def _warps(block: int) -> int:
@@ -86,6 +86,16 @@ def _warps(block: int) -> int:
         if block <= limit:
             return warps
     return 16
+
+
+def _softmax_warps(block: int) -> int:
+    """Resident warps for softmax and row_sum: more elements per thread than the generic table.
+    R1/R2 softmax: 2880 and 4097 (block 4096) 4.01 / 3.97 TB/s at 4 warps vs 3.67 / 3.22 at 8;
+    5120 (8192) 4.01 at 8 vs 3.26 at 16; 14336 (16384) 3.88 at 8 vs 3.63 at 16; 2048 at 2 warps
+    4.09 vs 3.96 at 4. R2 row_sum: 4097 4.31 at 4 warps vs 3.31 at 8; 5120 4.39 at 8 vs 3.83."""
+    if block <= 512:
+        return _warps(block)
+    return {1024: 2, 2048: 2, 4096: 4, 8192: 8, 16384: 8}.get(block, 16)
 
 
 def body_block(width: int) -> int:
@@ -235,29 +245,27 @@ class RowPlan:
         """
         body = body_block(width)
         few = rows < SPLIT_ROWS_PER_SM * sm_count
-        if body <= RESIDENT_MAX and not (
+        resident_max = RMS_BWD_RESIDENT_MAX if op == "rms_bwd" else RESIDENT_MAX
+        if body <= resident_max and not (
             width > SPLIT_MIN_WIDTH and rows < RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count
         ):
-            if op == "softmax":
+            if op == "softmax" and body == 32768 and width > SOFTMAX_PREFETCH_MIN_WIDTH:
+                return RowPlan("resident", body, 32, programs_per_sm=2)
+            if op in ("softmax", "row_sum"):
                 return cls.resident(width, num_warps=_softmax_warps(body))
             if op == "rms_bwd":
-                wide = body > RMS_BWD_PREFETCH_MAX
-                return RowPlan(
-                    "resident",
-                    body,
-                    32 if wide else _warps(body),
-                    programs_per_sm=RMS_BWD_GROUPS_PER_SM,
-                    prefetch=not wide,
-                )
+                if body > RMS_BWD_PREFETCH_MAX:
+                    return RowPlan("resident", body, 16, programs_per_sm=1, prefetch=False)
+                per_sm = max(1, RMS_BWD_PREFETCH_MAX // body)
+                return RowPlan("resident", body, _warps(body), programs_per_sm=per_sm)
             return cls.resident(width)
         if few:
             return cls.split_for(rows, width, sm_count)
-        if op == "row_sum":  # one read pass: split rows into ~16k chunks, no whole-row waves
-            block = 2048 if width <= SPLIT_NARROW_MAX else 4096
-            return RowPlan("split", block, _warps(block), triton.cdiv(width, ROW_SUM_CHUNK))
+        if op == "row_sum":
+            return cls.looped(4096, 8)
         if op == "softmax":
             if width >= LOOPED_WIDE:
-                return cls.looped(16384, 32, programs_per_sm=2, evict=True)
+                return cls.looped(16384, 32, programs_per_sm=2, evict=True, lane_stats=True)
             return cls.looped(8192, 16, programs_per_sm=2, evict=True)
         if op in ("rms", ""):
             return cls.looped(16384, 32, programs_per_sm=1, evict=True)
@@ -301,10 +309,6 @@ class RowPlan:
                         out.append(cls.looped(block, warps, programs_per_sm=k, evict=k > 0))
                     if op in ("softmax", ""):
                         out.append(cls.looped(block, warps, 2, evict=True, lane_stats=True))
-        if op == "row_sum" and width > 16384:
-            for chunk in (8192, 16384, 32768):
-                for block in (2048, 4096):
-                    out.append(RowPlan("split", block, _warps(block), triton.cdiv(width, chunk)))
         if width > 2048 and rows < 2 * sm_count and op not in ("rms_bwd", "softmax_bwd"):
             out.append(cls.split_for(rows, width, sm_count))
             for block in (2048, 4096, 8192):

@@ -231,8 +231,9 @@ def _rms_split_stats(
     c = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.float32)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         m = idx < N
         x = tl.load(x_ptr + row * x_stride + idx, mask=m, other=0.0).to(tl.float32)
@@ -264,8 +265,9 @@ def _rms_split_write(
     ss = tl.sum(tl.load(part_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0), 0)
     rstd = 1.0 / tl.sqrt(ss / N + eps)
     offs = tl.arange(0, BLOCK)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         m = idx < N
         hf = tl.load(h_ptr + row * N + idx, mask=m, other=0.0).to(tl.float32)

@@ -156,8 +156,9 @@ def _rms_bwd_split_stats(
     offs = tl.arange(0, BLOCK)
     ss = tl.zeros([BLOCK], tl.float32)
     dot = tl.zeros([BLOCK], tl.float32)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         cols = start + offs
         m = cols < N
         hf = tl.load(h_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
@@ -195,8 +196,9 @@ def _rms_bwd_split_write(
     cdot = tl.sum(tl.load(pk + 1, mask=k < n_chunks, other=0.0), 0) / N
     rstd = 1.0 / tl.sqrt(ss / N + eps)
     offs = tl.arange(0, BLOCK)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         cols = start + offs
         m = cols < N
         idx = row * N + cols

@@ -95,8 +95,9 @@ def _row_sum_split(
     c = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.float32)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         acc += tl.load(x_ptr + row * x_stride + idx, mask=idx < N, other=0.0).to(tl.float32)
     tl.store(part_ptr + row * n_chunks + c, tl.sum(acc, 0))

@@ -270,8 +270,9 @@ def _softmax_split_stats(
     offs = tl.arange(0, BLOCK)
     m = tl.full([], float("-inf"), tl.float32)
     s = tl.zeros([], tl.float32)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
         m, s = _online_update(m, s, x)
@@ -303,8 +304,9 @@ def _softmax_split_write(
     xr = x_ptr + row * x_stride
     yr = y_ptr + row * N
     offs = tl.arange(0, BLOCK)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
         tl.store(yr + idx, (tl.exp(x - shift) * inv).to(y_ptr.dtype.element_ty), mask=idx < N)
@@ -457,8 +459,9 @@ def _softmax_bwd_split_stats(
     base = row * N
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.float32)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
@@ -484,8 +487,9 @@ def _softmax_bwd_split_write(
     dot = tl.sum(tl.load(part_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0), 0)
     base = row * N
     offs = tl.arange(0, BLOCK)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
