@@ -27,6 +27,10 @@ def main():
     ap.add_argument("json", nargs="+")
     ap.add_argument("--op", default=None)
     ap.add_argument("--all", action="store_true", help="print every plan of every cell")
+    ap.add_argument(
+        "--rule", type=int, default=0, metavar="SM",
+        help="score the current RowPlan.for_shape (with this SM count) instead of the sweep's rule",
+    )  # fmt: skip
     a = ap.parse_args()
     results = []
     for p in a.json:
@@ -42,6 +46,15 @@ def main():
             print(f"{op} {rows}x{n}: all failed: {rs[0]['err']}")
             continue
         rule = rs[0]
+        if a.rule:
+            from warpgauge.kernels.plans import RowPlan
+
+            want = repr(RowPlan.for_shape(rows, n, a.rule, op.replace("_nodw", "")))
+            match = [r for r in ok if r["plan"] == want]
+            if not match:
+                print(f"{op:12s} {rows:>6d}x{n:<7d} rule plan not measured: {want[8:]}")
+                continue
+            rule = match[0]
         best = min(ok, key=lambda r: r["us"])
         reg = rule["us"] / best["us"] - 1 if rule["us"] else float("inf")
         regrets.setdefault(op, []).append(reg)

@@ -281,6 +281,11 @@ def validate(x, residual, weight, eps):
     check_tensor("weight", weight)
     check_same_device([("x", x), ("residual", residual), ("weight", weight)])
     check_same_dtype([("x", x), ("residual", residual)])
+    if x.dim() == 0:
+        raise ValueError(
+            "x is 0-D; add_rms_norm normalizes over the last dimension, so x needs at least one "
+            "dimension (e.g. x.reshape(1, -1) for a single row)"
+        )
     if residual.shape != x.shape:
         raise ValueError(
             f"residual has shape {tuple(residual.shape)} but x has {tuple(x.shape)}; they must match"
