@@ -18,5 +18,5 @@ if [ "${1:-}" = "--sweep" ]; then
   timeout 110 env PYTHONPATH=src python3 tuning/row_tune.py --out "$OUT/row_tune.json" --set all \
     --workers 14 --budget 100 2>&1 | grep -v "UserWarning\|warn_once" > "$OUT/row_tune_log.txt"
   echo "gate failures: $(grep -c FAIL "$OUT/row_tune_log.txt")"
-  python3 tuning/analyze.py "$OUT/row_tune.json" --rule 132 | tail -8
+  PYTHONPATH=src python3 tuning/analyze.py "$OUT/row_tune.json" --rule 132 | tail -8
 fi
