@@ -1,9 +1,10 @@
 """Row operators (softmax, add_rms_norm, row_sum) and add against FP64 references.
 
 Shapes are chosen to reach every plan under the interpreter (which pretends a 4-SM GPU):
-resident (width <= 8192), looped and split are also forced with small blocks so that narrow
-test rows still cross several chunks. Outputs start as NaN (conftest), so an unwritten element
-fails.
+resident (one row or several rows per program; the aligned-body path for unaligned rows and the
+scalar path), looped (one program per row, or a persistent grid with eviction hints) and split,
+forced with small blocks so that narrow test rows still cross several chunks. Outputs start as
+NaN (conftest), so an unwritten element fails.
 """
 
 import pytest
@@ -28,8 +29,17 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # (rows, width, plan): the plan None means the automatic rule; comments say which branch it hits.
 CASES = [
     (3, 1, None),  # resident, width 1
-    (5, 127, None),  # resident, odd width
-    (4, 1000, RowPlan.looped(128)),  # looped, 8 chunks with a ragged tail
+    (5, 127, None),  # resident, odd width below the aligned path's 64 (scalar access)
+    (7, 1001, None),  # resident, aligned body of 1000 + scalar edges (rows start unaligned)
+    (6, 200, RowPlan.resident(200, rows=4)),  # 4 rows per program, the last program half empty
+    (5, 1003, RowPlan.resident(1003, rows=2)),  # several rows per program + aligned path
+    (3, 1001, RowPlan("resident", 1024, 4, align=False)),  # scalar path forced
+    (7, 1001, RowPlan("resident", 1024, 4, programs_per_sm=1)),  # softmax persistent + prefetch
+    (6, 256, RowPlan("resident", 256, 2, programs_per_sm=1)),  # the same (+ add_rms_norm),
+    (9, 64, RowPlan("resident", 64, 1, programs_per_sm=2)),  # aligned rows, 8 programs
+    (4, 1000, RowPlan.looped(128)),  # looped, one program per row, 8 chunks, ragged tail
+    (7, 1001, RowPlan.looped(128, programs_per_sm=1, evict=True)),  # persistent: 4 programs
+    (6, 999, RowPlan.looped(64, programs_per_sm=1, lane_stats=True)),  # per-lane softmax stats
     (2, 1000, RowPlan.split_for(2, 1000, 4, block=64)),  # split, 4 programs per row
     (1, 777, RowPlan("split", 32, 1, split=7)),  # split, uneven chunks
     (3, RESIDENT_MAX + 1, None),  # automatic split: 3 rows < 4 SMs, width just past resident
@@ -50,10 +60,60 @@ def test_plan_rule():
     assert RowPlan.for_shape(4096, 131072, 132).kind == "looped"
     p = RowPlan.for_shape(4, 32769, 132)
     assert p.n_chunks(32769) * p.chunk(32769) >= 32769
-    with pytest.raises(ValueError):
-        RowPlan("diagonal", 64, 1)
-    with pytest.raises(ValueError):
-        RowPlan("looped", 100, 1)
+    assert RowPlan.for_shape(128, 32769, 132).kind == "resident"  # enough rows: stay resident
+    assert RowPlan.for_shape(4096, 4097, 132, "softmax").num_warps == 4
+    wide = RowPlan.for_shape(4096, 131072, 132, "softmax")
+    assert (wide.kind, wide.block, wide.programs_per_sm, wide.evict) == ("looped", 16384, 2, True)
+    assert RowPlan.for_shape(8192, 8192, 132, "rms_bwd").prefetch
+    assert not RowPlan.for_shape(2048, 16384, 132, "rms_bwd").prefetch
+    # the resident block covers the aligned body, not the next power of two
+    assert RowPlan.resident(4097).block == 4096
+    assert RowPlan.resident(4097).resident_block(4097, aligned_path=True) == 4096
+    assert RowPlan.resident(4097).resident_block(4097, aligned_path=False) == 8192
+    with pytest.raises(ValueError, match="narrower"):
+        RowPlan("resident", 1024, 4).resident_block(4097, aligned_path=True)
+    for bad in (
+        dict(kind="diagonal", block=64, num_warps=1),
+        dict(kind="looped", block=100, num_warps=1),
+        dict(kind="resident", block=64, num_warps=1, rows=3),
+        dict(kind="looped", block=64, num_warps=1, rows=2),
+        dict(kind="looped", block=64, num_warps=3),
+        dict(kind="looped", block=64, num_warps=1, programs_per_sm=-1),
+    ):
+        with pytest.raises(ValueError):
+            RowPlan(**bad)
+
+
+@pytest.mark.parametrize("rows,width", [(6, 300), (3, 5000), (40, 5000)])
+def test_plan_candidates(rows, width):
+    """candidates() starts with the rule, lists each plan once, and every plan covers the row."""
+    cands = RowPlan.candidates(rows, width, 4)
+    assert cands[0] == RowPlan.for_shape(rows, width, 4)
+    assert len(set(cands)) == len(cands) > 3
+    kinds = {p.kind for p in cands}
+    assert "resident" in kinds
+    assert width <= 4096 or "looped" in kinds
+    assert width <= 4096 or rows >= 8 or "split" in kinds  # 8 = 2 rows per SM of 4 SMs
+    assert {p.programs_per_sm for p in RowPlan.candidates(rows, width, 4, "rms_bwd")} >= {1, 2}
+    for p in cands:
+        if p.kind == "resident":
+            assert p.resident_block(width, aligned_path=width % 8 != 0) >= width // 8 * 8
+        if p.kind == "split":
+            assert p.n_chunks(width) * p.chunk(width) >= width
+
+
+def test_every_candidate_plan_runs(device):
+    """Each candidate plan of a small cell gives the reference result (softmax, rms, row_sum)."""
+    rows, width = 6, 300
+    x = _rand((rows, width), torch.float32, device, scale=3.0, seed=30)
+    r = _rand((rows, width), torch.float32, x.device, seed=31)
+    w = _rand((width,), torch.float32, x.device, seed=32)
+    y_ref, h_ref = add_rms_norm_ref(x, r, w, 1e-6)
+    for p in RowPlan.candidates(rows, width, 4):
+        assert_close(softmax_k.softmax(x, plan=p), softmax_ref(x), msg=str(p), relative=True)
+        y, h = rms_k.add_rms_norm(x, r, w, 1e-6, plan=p)
+        assert_close(y, y_ref, msg=str(p))
+        assert_close(row_sum_k.row_sum(x, plan=p), row_sum_ref(x), msg=str(p))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -176,3 +236,80 @@ def test_rms_backward_deterministic(device):
     a = rms_k.add_rms_norm_backward(dy, None, h, w, 1e-6)
     b = rms_k.add_rms_norm_backward(dy, None, h, w, 1e-6)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def _rms_bwd_ref(dy, dh, h, w, eps):
+    """FP64 autograd through y = h * rsqrt(mean(h^2) + eps) * w; dx includes dh."""
+    h64 = h.detach().double().requires_grad_()
+    w64 = w.detach().double().requires_grad_()
+    y = h64 * torch.rsqrt(h64.square().mean(-1, keepdim=True) + eps) * w64
+    y.backward(dy.double())
+    dx = h64.grad + (dh.double() if dh is not None else 0.0)
+    return dx.to(h.dtype), w64.grad.to(w.dtype)
+
+
+# Backward plans: the CASES without the two widest (test_autograd covers those through autograd),
+# plus row groups: one group per SM (4 groups for 37 rows) and 2 rows per step.
+BWD_CASES = [c for c in CASES if c[1] < RESIDENT_MAX] + [
+    (37, 300, RowPlan("resident", 512, 4, programs_per_sm=1)),
+    (37, 301, RowPlan("resident", 512, 4, rows=2, programs_per_sm=2)),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,width,plan", BWD_CASES)
+def test_add_rms_norm_backward(rows, width, plan, dtype, device):
+    width = max(width, 3)  # width 1: dx is pure cancellation noise, nothing to compare
+    h = _rand((rows, width), dtype, device, seed=40)
+    dy = _rand((rows, width), dtype, device, seed=41)
+    dh = _rand((rows, width), dtype, device, seed=42)
+    w = _rand((width,), dtype, device, seed=43)
+    for d in (None, dh):
+        dx, dw = rms_k.add_rms_norm_backward(dy, d, h, w, 1e-6, plan=plan)
+        dx_ref, dw_ref = _rms_bwd_ref(dy, d, h, w, 1e-6)
+        assert_close(dx, dx_ref, msg="dx")
+        assert_close(dw, dw_ref, msg="dw")
+    dx2, dw2 = rms_k.add_rms_norm_backward(dy, None, h, w, 1e-6, need_dw=False, plan=plan)
+    assert dw2 is None
+    assert_close(dx2, _rms_bwd_ref(dy, None, h, w, 1e-6)[0], msg="dx without dw")
+
+
+@pytest.mark.parametrize("rows,width,plan", CASES[:10])
+def test_strided_rows(rows, width, plan, device):
+    """Rows that are a slice of wider rows (stride != width, unaligned start): every plan."""
+    dtype = torch.float16
+    base = _rand((rows, width + 11), dtype, device, scale=3.0, seed=44)
+    x = base[:, 3 : 3 + width]
+    rbase = _rand((rows, width + 5), dtype, device, seed=45)
+    r = rbase[:, 5:]
+    w = _rand((width,), dtype, device, seed=46)
+    assert_close(softmax_k.softmax(x, plan=plan), softmax_ref(x), relative=True)
+    y, h = rms_k.add_rms_norm(x, r, w, 1e-6, plan=plan)
+    y_ref, h_ref = add_rms_norm_ref(x, r, w, 1e-6)
+    assert_close(h, h_ref, msg="h")
+    assert_close(y, y_ref, msg="y")
+    assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x))
+
+
+def test_frozen_weight_skips_dw(device, monkeypatch):
+    """weight.requires_grad=False: autograd launches no dw kernel (no partials, no finish)."""
+    from warpgauge.kernels import rmsnorm_backward as bwd_k
+
+    launched = []
+    real = bwd_k.launch
+
+    def spy(kernel, grid, *args, **meta):
+        launched.append(getattr(kernel, "__name__", str(kernel)))
+        return real(kernel, grid, *args, **meta)
+
+    monkeypatch.setattr(bwd_k, "launch", spy)
+    x = _rand((6, 64), torch.float32, device, seed=47).requires_grad_()
+    r = _rand((6, 64), torch.float32, device, seed=48).requires_grad_()
+    for frozen in (True, False):
+        w = _rand((64,), torch.float32, device, seed=49).requires_grad_(not frozen)
+        launched.clear()
+        y, h = wg.add_rms_norm(x, r, w)
+        (y.sum() + h.sum()).backward()
+        assert launched[0] == "_rms_bwd_resident"
+        assert ("_rms_dw_finish" in launched) is not frozen
+        assert (w.grad is None) is frozen

@@ -181,9 +181,15 @@ def _rms_op(
 
 @triton_op("warpgauge::add_rms_norm_backward", mutates_args=())
 def _rms_bwd_op(
-    dy: torch.Tensor, dh: torch.Tensor | None, h: torch.Tensor, weight: torch.Tensor, eps: float
+    dy: torch.Tensor,
+    dh: torch.Tensor | None,
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    need_dw: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return _rms.add_rms_norm_backward(dy, dh, h, weight, eps)
+    dx, dw = _rms.add_rms_norm_backward(dy, dh, h, weight, eps, need_dw=need_dw)
+    return dx, dw if need_dw else weight.new_empty((0,))  # frozen weight: no dw work at all
 
 
 def _rms_setup(ctx, inputs, output):
@@ -196,8 +202,9 @@ def _rms_bwd(ctx, dy, dh):
     h, weight = ctx.saved_tensors
     if dy is None:
         dy = torch.zeros_like(h)
-    dx, dw = torch.ops.warpgauge.add_rms_norm_backward(dy, dh, h, weight, ctx.eps)
-    return dx, dx, dw, None
+    need_dw = ctx.needs_input_grad[2]
+    dx, dw = torch.ops.warpgauge.add_rms_norm_backward(dy, dh, h, weight, ctx.eps, need_dw)
+    return dx, dx, dw if need_dw else None, None
 
 
 register_autograd("warpgauge::add_rms_norm", _rms_bwd, setup_context=_rms_setup)

@@ -16,6 +16,12 @@ SHAPES = [
     (32, 127),
     (1024, 1024),
     (512, 4097),
+    (300, 2880),  # hidden sizes that are not powers of two
+    (333, 50257),  # aligned-body path, looped (GPT-2 vocabulary)
+    (140, 65537),  # looped just past a power of two, persistent grid
+    (150, 128256),  # Llama-3 vocabulary
+    (7, 151936),  # Qwen vocabulary, split
+    (3000, 1000),  # several rows per program
     (4, 32769),
     (64, 131072),
     (8, 16384),
@@ -33,7 +39,7 @@ def _rand(shape, dtype, seed=0, scale=1.0):
     return (torch.randn(shape, generator=g, device="cuda") * scale).to(dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_full_size(shape, dtype):
     if dtype == torch.float32 and shape[0] * shape[1] > 2**28:
@@ -51,15 +57,21 @@ def test_full_size(shape, dtype):
     assert_close(wg.row_sum(x), row_sum_ref(x), msg="row_sum")
 
 
-@pytest.mark.parametrize("plan", ["resident", "looped", "split"])
+PLANS = {
+    "resident": RowPlan.resident(6001),
+    "resident-scalar": RowPlan("resident", 8192, 8, align=False),
+    "resident-rows": RowPlan.resident(6001, rows=2),
+    "looped": RowPlan.looped(1024),
+    "looped-persistent": RowPlan.looped(1024, programs_per_sm=1, evict=True),
+    "split": RowPlan.split_for(40, 6001, 132, block=512),
+}
+
+
+@pytest.mark.parametrize("plan", list(PLANS))
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_forced_plans_masked(plan, dtype):
-    rows, width = 40, 6000
-    p = {
-        "resident": RowPlan.resident(width),
-        "looped": RowPlan.looped(1024),
-        "split": RowPlan.split_for(rows, width, 132, block=512),
-    }[plan]
+    rows, width = 40, 6001
+    p = PLANS[plan]
     x = _rand((rows, width), dtype, 3, 3.0)
     x[0, :5000] = float("-inf")
     x[1] = float("-inf")
@@ -93,10 +105,59 @@ def test_new_row_counts_reuse_compiled_kernels():
         wg.softmax(x), wg.add_rms_norm(x, x, w), wg.row_sum(x)
     kernels = [softmax_k._softmax_resident, rms_k._rms_resident]
     before = [compiled_variants(k) for k in kernels]
-    for rows in (1000, 2999, 5000, 12345):
+    for rows in (1000, 1024, 2999, 4096, 5000, 12345):  # row counts never specialize (x16 or not)
         x = _rand((rows, width), torch.bfloat16)
         wg.softmax(x), wg.add_rms_norm(x, x, w)
     assert [compiled_variants(k) for k in kernels] == before
+
+
+def test_new_row_counts_reuse_compiled_kernels_wide():
+    """Looped (persistent) and split plans and the backward kernels: one compile per width."""
+    width = 50257
+    w = _rand((width,), torch.bfloat16, 1)
+    for rows in (3, 5, 300, 301):
+        x = _rand((rows, width), torch.bfloat16)
+        wg.softmax(x), wg.add_rms_norm(x, x, w), wg.row_sum(x)
+    kernels = [softmax_k._softmax_looped, rms_k._rms_looped, softmax_k._softmax_split_stats]
+    before = [compiled_variants(k) for k in kernels]
+    for rows in (7, 16, 512, 1000, 2048):
+        x = _rand((rows, width), torch.bfloat16)
+        wg.softmax(x), wg.add_rms_norm(x, x, w), wg.row_sum(x)
+    assert [compiled_variants(k) for k in kernels] == before
+    from warpgauge.kernels import rmsnorm_backward as bwd_k
+
+    h, dy, w2 = (
+        _rand((300, 4096), torch.bfloat16, 3),
+        _rand((300, 4096), torch.bfloat16, 4),
+        w[:4096],
+    )
+    rms_k.add_rms_norm_backward(dy, None, h, w2.contiguous(), 1e-6)
+    n = compiled_variants(bwd_k._rms_bwd_resident)
+    for rows in (17, 1024, 4097):
+        h, dy = _rand((rows, 4096), torch.bfloat16, 5), _rand((rows, 4096), torch.bfloat16, 6)
+        rms_k.add_rms_norm_backward(dy, None, h, w2.contiguous(), 1e-6)
+    assert compiled_variants(bwd_k._rms_bwd_resident) == n
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096), (1000, 2880), (300, 50257)])
+def test_rms_weight_grad_bit_identical_100_runs(shape):
+    """dw from fixed-order FP32 partials: bit-identical over 100 runs, no atomics."""
+    rows, width = shape
+    h, dy = _rand(shape, torch.bfloat16, 7), _rand(shape, torch.bfloat16, 8)
+    w = _rand((width,), torch.bfloat16, 9)
+    dx0, dw0 = rms_k.add_rms_norm_backward(dy, None, h, w, 1e-6)
+    for _ in range(100):
+        dx, dw = rms_k.add_rms_norm_backward(dy, None, h, w, 1e-6)
+        assert torch.equal(dw, dw0) and torch.equal(dx, dx0)
+
+
+def test_frozen_weight_gpu():
+    x = _rand((512, 4096), torch.bfloat16, 10).requires_grad_()
+    r = _rand((512, 4096), torch.bfloat16, 11).requires_grad_()
+    w = _rand((4096,), torch.bfloat16, 12)
+    y, h = wg.add_rms_norm(x, r, w)
+    (y.float().sum() + h.float().sum()).backward()
+    assert w.grad is None and x.grad is not None and torch.equal(x.grad, r.grad)
 
 
 def test_opcheck_row_ops():

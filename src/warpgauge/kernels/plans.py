@@ -2,15 +2,20 @@
 
 Three ways to cover a row of ``width`` elements:
 
-- ``resident``: the whole row fits one block; one program per row reads it once.
-- ``looped``: one program per row walks the row in ``block``-wide chunks (online max/sum for
-  softmax, a running sum of squares for RMSNorm) and then makes a second pass to write.
+- ``resident``: a program holds ``rows`` whole rows in registers as a ``[rows, block]`` block and
+  reads each once. ``block`` covers the row's 8-aligned body (see ``_rows.py``): 4096 for a
+  4097-wide contiguous row, whose one stray element goes through the scalar edge.
+- ``looped``: a program walks a row in ``block``-wide chunks (online max/sum for softmax, a
+  running sum of squares for RMSNorm) and makes a second pass to write. With
+  ``programs_per_sm > 0`` the grid is persistent (``programs_per_sm * SMs`` programs, each taking
+  rows pid, pid + programs, ...), so few rows are in flight and the second pass reads from L2.
 - ``split``: each row is cut into ``split`` chunks handled by different programs; a statistics
   kernel writes a few floats per chunk, and a merge-and-write kernel has every program merge its
   row's statistics and write its chunk. This keeps the GPU busy when there are few, wide rows.
 
-``RowPlan.for_shape`` is the documented rule; tests and sweeps force any plan by building a
-``RowPlan`` directly and passing it as ``plan=`` to a launcher.
+``RowPlan.for_shape`` is the documented rule; ``RowPlan.candidates`` lists every plan worth
+forcing for a cell (the harness's plan grid scores the rule against them by regret). Any plan is
+forced by passing it as ``plan=`` to a launcher.
 """
 
 from __future__ import annotations
@@ -19,21 +24,60 @@ from dataclasses import dataclass
 
 import triton
 
-# Rows up to 32768 elements are held in registers by one program. H200 row sweep
-# (results/early-h200/row_sweep_bfloat16.json): at 8192x32000 BF16 the resident plan moved 3.30
-# (softmax) / 4.18 (RMSNorm) TB/s against 2.62 / 3.32 looped, and at 8x16384 it beat split too.
+# Measurements behind the thresholds: results/row-tuning-h200/round1_tune.json ("R1") and
+# round2_tune.json ("R2"), H200 sweeps of tuning/row_tune.py (BF16, CUDA-graph replay, inputs
+# rotated past 3x L2, every plan gated against the FP64 reference; TB/s on compulsory bytes),
+# and the earlier results/early-h200/row_sweep_bfloat16.json.
+
+# Rows whose aligned body is up to 32768 elements are held in registers by one program: R1 at
+# 1048x32000 RMSNorm resident 3.83 TB/s vs 3.49 best looped; softmax 2097x32000 3.04 vs 2.95.
 RESIDENT_MAX = 32768
-# Chunk width for the looped plan: 8192 with 16 warps (same sweep: RMSNorm 4096x131072 3.31 TB/s
-# against 3.19 with 4096/8 warps; softmax within 2%).
+# Few rows wider than 16384 split instead of staying resident: R1 softmax 4x32769 split 4.68 us
+# vs resident 6.08; 128x32769 resident 8.75 us vs split 13.7 (rows >= SM/2 stay resident).
+RESIDENT_WIDE_MIN_ROWS_PER_SM = 0.5
+# Width above which few rows split: R1 softmax 8x16384 resident 3.87 us beats every split (4.14+).
+SPLIT_MIN_WIDTH = 16384
+# Default chunk width for a looped plan built without arguments (RowPlan.looped()).
 CHUNK = 8192
-# Chunk width for split plans: 4096 with 8 warps keeps 16 elements per thread.
-SPLIT_CHUNK = 4096
-# Split when one program per row leaves the GPU under-filled: fewer rows than SMs (the seeds'
-# grid: splitting wins clearly below ~32 rows on 80 SMs and is within a few percent up to ~2x).
+# Split when one program per row leaves the GPU under-filled: fewer rows than SMs (R1: looped
+# loses to split at 64x131072 and 128x262144; the seeds' grid agrees below ~1 row per SM).
 SPLIT_ROWS_PER_SM = 1.0
-# Programs the split plan aims for in total: about two per SM.
-SPLIT_TARGET_PER_SM = 2
+# Programs the split plan aims for in total: 8 per SM. R1: softmax 64x131072 split=17 (8/SM)
+# 15.35 us vs 20.13 at 2/SM; RMSNorm 4x32769 4.88 us vs 6.30; 2x1048576 softmax 6.85 vs 7.42.
+SPLIT_TARGET_PER_SM = 8
 MAX_SPLIT = 256
+# Split block: 2048 up to this width, 4096 above. R1: 4x32769 softmax 4.68 us at 2048 vs 4.96 at
+# 4096 (RMSNorm 4.88 vs 6.30); 64x131072 softmax 15.35 at 4096 vs 15.90; 2x1048576 softmax 6.85
+# at 4096 vs 7.35 (RMSNorm 8.85 vs 9.64).
+SPLIT_NARROW_MAX = 65536
+# Softmax rows whose body is a full 32768 block and wider than this: persistent resident plan
+# (32 warps, 2 per SM) that prefetches the next row. R2: 2097x32000 3.64 TB/s vs 3.02 plain
+# resident, 2047x32769 3.51 vs 2.82; at 2730x24576 and 3640x18432 plain resident wins (3.84,
+# 3.76 vs 3.51, 3.23).
+SOFTMAX_PREFETCH_MIN_WIDTH = 28672
+# Looped plans (rows >= SMs, rows wider than 32768): persistent grid with eviction hints.
+# R1 softmax: 8192/16 warps at 2 programs/SM best at 50257 and 65537 (2.36, 2.53 TB/s vs 2.17,
+# 2.31 one program per row); 16384/32 at 2/SM best at 100000-151936 (2.27-2.68 vs 1.92-2.10).
+# R1 RMSNorm: 16384/32 at 1/SM best at every width 32769-151936 (3.08-3.46 vs 2.54-2.90).
+# R2 softmax: per-lane statistics on 16384/32 win from 128256 up (2.74, 2.81, 2.14 TB/s at
+# 128256, 131072, 200003 vs 2.65, 2.44, 1.88) and tie at 100000-151936; they lose at 50257.
+# R2 row_sum: looped 4096/8 warps, one program per row: 3.61-4.39 TB/s at 50257-262144 (a
+# split into 16k chunks measured 2.35-2.99).
+LOOPED_WIDE = 98304
+# Elements one resident program holds at most (rows * block): ptxas for sm_90 (triton 3.9, BF16)
+# keeps a 32768-element softmax/RMSNorm row without spills at 16-32 warps (47-116 registers);
+# 65536 spills 160-504 bytes of stack even at 32 warps.
+MAX_RESIDENT_ELEMS = 32768
+# add_rms_norm backward (resident): row groups per SM = 8192 // block (at least 1). R2 with dh:
+# 16384x2048 80.9 us at 4/SM vs 117.1 at 1; 8192x2880 58.8 at 2 vs 74.5 at 1; 4096x4096 42.8 at
+# 2 vs 46.4; 8192x8192 136.9 at 1 (3.92 TB/s) best. (Launcher default when a plan says 0: 1.)
+RMS_BWD_GROUPS_PER_SM = 1
+# Widest block the backward prefetches the next rows for (ptxas, sm_90: 128 registers and no
+# spills at 8192/16 warps; 16384 spills 496 bytes at 16 warps). Block 16384: 16 warps without
+# prefetch (R2 4096x14336 174 us vs 197 at 32 warps, 1720 with prefetch). Block 32768 spills
+# even so (R2 1024x32000 377 us): the backward loops there.
+RMS_BWD_PREFETCH_MAX = 8192
+RMS_BWD_RESIDENT_MAX = 16384
 
 
 def _warps(block: int) -> int:
@@ -44,50 +88,232 @@ def _warps(block: int) -> int:
     return 16
 
 
+def _softmax_warps(block: int) -> int:
+    """Resident warps for softmax and row_sum: more elements per thread than the generic table.
+    R1/R2 softmax: 2880 and 4097 (block 4096) 4.01 / 3.97 TB/s at 4 warps vs 3.67 / 3.22 at 8;
+    5120 (8192) 4.01 at 8 vs 3.26 at 16; 14336 (16384) 3.88 at 8 vs 3.63 at 16; 2048 at 2 warps
+    4.09 vs 3.96 at 4. R2 row_sum: 4097 4.31 at 4 warps vs 3.31 at 8; 5120 4.39 at 8 vs 3.83."""
+    if block <= 512:
+        return _warps(block)
+    return {1024: 2, 2048: 2, 4096: 4, 8192: 8, 16384: 8}.get(block, 16)
+
+
+def body_block(width: int) -> int:
+    """Smallest power-of-two block covering a row's 8-aligned body (``width // 8 * 8`` elements
+    at most; the stray elements of an unaligned row go through the scalar edge)."""
+    return triton.next_power_of_2(max(width // 8 * 8, 1))
+
+
 @dataclass(frozen=True)
 class RowPlan:
+    """How a row operator covers its rows. Fields:
+
+    - ``kind``: ``"resident"``, ``"looped"`` or ``"split"`` (module docstring).
+    - ``block``: elements a program touches per row per step (a power of two). Resident: covers
+      the row's aligned body (``body_block(width)``); rows that cannot take the aligned path (a
+      strided, unaligned row) are launched with ``next_power_of_2(width)`` instead.
+    - ``num_warps``: warps per program.
+    - ``split``: programs per row (split plan only).
+    - ``rows``: rows per program (resident only; a power of two, ``[rows, block]`` blocks).
+    - ``programs_per_sm``: looped only; 0 launches one program per row, ``k > 0`` a persistent
+      grid of ``k * SMs`` programs.
+    - ``evict``: looped only; first-pass reads ask L2 to keep lines (``evict_last``), the second
+      pass and the writes ask to drop them (``evict_first``).
+    - ``lane_stats``: looped softmax only; per-lane running max and sum (two exps per element,
+      no block-wide reduction per chunk) instead of one block reduction per chunk.
+    - ``prefetch``: add_rms_norm backward, resident: load the next rows while the current ones
+      are computed (two row blocks of loads in flight; more registers).
+    - ``programs_per_sm`` with a resident plan: softmax and add_rms_norm forward (``rows ==
+      1``; add_rms_norm: aligned rows) run a persistent grid that loads the next row while it
+      computes the current one; add_rms_norm's
+      backward uses it as row groups per SM (0: ``RMS_BWD_GROUPS_PER_SM``); others ignore it.
+    - ``align``: allow the aligned-body path for unaligned rows (``_rows.py``); off forces
+      scalar access (a tuning control, never worth choosing).
+    """
+
     kind: str  # "resident" | "looped" | "split"
-    block: int  # elements one program touches per step (power of two)
+    block: int
     num_warps: int
-    split: int = 1  # programs per row (split plan only)
+    split: int = 1
+    rows: int = 1
+    programs_per_sm: int = 0
+    evict: bool = False
+    lane_stats: bool = False
+    prefetch: bool = True
+    align: bool = True
 
     def __post_init__(self):
         if self.kind not in ("resident", "looped", "split"):
             raise ValueError(f"plan kind must be resident, looped or split, got {self.kind!r}")
         if self.block < 1 or self.block & (self.block - 1):
             raise ValueError(f"plan block must be a power of two, got {self.block}")
+        if self.rows < 1 or self.rows & (self.rows - 1):
+            raise ValueError(f"plan rows must be a power of two, got {self.rows}")
+        if self.rows > 1 and self.kind != "resident":
+            raise ValueError("rows > 1 needs the resident plan")
         if self.kind == "split" and self.split < 1:
             raise ValueError("split plan needs split >= 1")
+        if self.programs_per_sm < 0:
+            raise ValueError(f"programs_per_sm must be >= 0, got {self.programs_per_sm}")
+        if self.num_warps not in (1, 2, 4, 8, 16, 32):
+            raise ValueError(f"num_warps must be a power of two up to 32, got {self.num_warps}")
 
     def chunk(self, width: int) -> int:
         """Elements each split program covers (a multiple of ``block``)."""
         per = triton.cdiv(width, self.split)
         return triton.cdiv(per, self.block) * self.block
 
+    def split_pad(self, width: int) -> int:
+        """Power of two covering any chunk count this width can have (depends on the width and
+        block only, so a new row count never compiles a new merge kernel)."""
+        return triton.next_power_of_2(min(triton.cdiv(width, self.block), MAX_SPLIT))
+
     def n_chunks(self, width: int) -> int:
         return triton.cdiv(width, self.chunk(width)) if self.kind == "split" else 1
 
-    @staticmethod
-    def resident(width: int) -> RowPlan:
-        block = triton.next_power_of_2(width)
-        return RowPlan("resident", block, _warps(block))
+    def programs(self, rows: int, sm_count: int) -> int:
+        """Programs along the row axis of the grid."""
+        if self.kind == "resident":
+            return triton.cdiv(rows, self.rows)
+        if self.kind == "looped" and self.programs_per_sm:
+            return max(1, min(rows, self.programs_per_sm * sm_count))
+        return rows
+
+    def resident_block(self, width: int, aligned_path: bool) -> int:
+        """The block a resident launch uses: ``block``, or ``next_power_of_2(width)`` when the
+        row cannot take the aligned path and ``block`` covers only its body."""
+        need = width // 8 * 8 if aligned_path else width
+        if self.block >= need:
+            return self.block
+        if self.block >= width // 8 * 8:
+            return triton.next_power_of_2(width)
+        raise ValueError(
+            f"resident plan block {self.block} is narrower than the row ({width}); use "
+            f"RowPlan.resident({width})"
+        )
 
     @staticmethod
-    def looped(block: int = CHUNK) -> RowPlan:
-        return RowPlan("looped", block, _warps(block))
+    def resident(width: int, rows: int = 1, num_warps: int | None = None) -> RowPlan:
+        block = body_block(width)
+        return RowPlan("resident", block, num_warps or _warps(block * rows), rows=rows)
 
     @staticmethod
-    def split_for(rows: int, width: int, sm_count: int, block: int = SPLIT_CHUNK) -> RowPlan:
-        target = max(2, triton.cdiv(SPLIT_TARGET_PER_SM * sm_count, max(rows, 1)))
+    def looped(
+        block: int = CHUNK,
+        num_warps: int | None = None,
+        programs_per_sm: int = 0,
+        evict: bool = False,
+        lane_stats: bool = False,
+    ) -> RowPlan:
+        return RowPlan(
+            "looped",
+            block,
+            num_warps or _warps(block),
+            programs_per_sm=programs_per_sm,
+            evict=evict,
+            lane_stats=lane_stats,
+        )
+
+    @staticmethod
+    def split_for(
+        rows: int,
+        width: int,
+        sm_count: int,
+        block: int | None = None,
+        per_sm: int = SPLIT_TARGET_PER_SM,
+        num_warps: int | None = None,
+    ) -> RowPlan:
+        """About ``per_sm * sm_count`` programs in all. Without ``block``: 2048 up to width
+        ``SPLIT_NARROW_MAX``, else 4096 (the width alone decides, so a new row count never
+        compiles a new kernel)."""
+        target = max(2, triton.cdiv(per_sm * sm_count, max(rows, 1)))
+        if block is None:
+            block = 2048 if width <= SPLIT_NARROW_MAX else 4096
         split = max(1, min(target, triton.cdiv(width, block), MAX_SPLIT))
-        return RowPlan("split", block, _warps(block), split)
+        return RowPlan("split", block, num_warps or _warps(block), split)
 
     @classmethod
-    def for_shape(cls, rows: int, width: int, sm_count: int) -> RowPlan:
-        """The rule: resident when the row fits one block; otherwise split when there are fewer
-        rows than ``SPLIT_ROWS_PER_SM * sm_count``; otherwise looped."""
-        if width <= RESIDENT_MAX:
+    def for_shape(cls, rows: int, width: int, sm_count: int, op: str = "") -> RowPlan:
+        """The rule. ``op`` is one of ``softmax``, ``softmax_bwd``, ``rms``, ``rms_bwd``,
+        ``row_sum`` (``""``: the generic rule, which is the forward RMSNorm rule).
+
+        - resident when the row's aligned body fits ``RESIDENT_MAX``, unless the row is wider
+          than ``SPLIT_MIN_WIDTH`` and there are fewer than ``RESIDENT_WIDE_MIN_ROWS_PER_SM *
+          sm_count`` rows (then split);
+        - otherwise split when there are fewer rows than ``SPLIT_ROWS_PER_SM * sm_count``;
+        - otherwise looped on a persistent grid.
+        """
+        body = body_block(width)
+        few = rows < SPLIT_ROWS_PER_SM * sm_count
+        resident_max = RMS_BWD_RESIDENT_MAX if op == "rms_bwd" else RESIDENT_MAX
+        if body <= resident_max and not (
+            width > SPLIT_MIN_WIDTH and rows < RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count
+        ):
+            if op == "softmax" and body == 32768 and width > SOFTMAX_PREFETCH_MIN_WIDTH:
+                return RowPlan("resident", body, 32, programs_per_sm=2)
+            if op in ("softmax", "row_sum"):
+                return cls.resident(width, num_warps=_softmax_warps(body))
+            if op == "rms_bwd":
+                if body > RMS_BWD_PREFETCH_MAX:
+                    return RowPlan("resident", body, 16, programs_per_sm=1, prefetch=False)
+                per_sm = max(1, RMS_BWD_PREFETCH_MAX // body)
+                return RowPlan("resident", body, _warps(body), programs_per_sm=per_sm)
             return cls.resident(width)
-        if rows < SPLIT_ROWS_PER_SM * sm_count:
+        if few:
             return cls.split_for(rows, width, sm_count)
+        if op == "row_sum":
+            return cls.looped(4096, 8)
+        if op == "softmax":
+            if width >= LOOPED_WIDE:
+                return cls.looped(16384, 32, programs_per_sm=2, evict=True, lane_stats=True)
+            return cls.looped(8192, 16, programs_per_sm=2, evict=True)
+        if op in ("rms", ""):
+            return cls.looped(16384, 32, programs_per_sm=1, evict=True)
         return cls.looped()
+
+    @classmethod
+    def candidates(cls, rows: int, width: int, sm_count: int, op: str = "") -> list[RowPlan]:
+        """Every plan worth forcing for a (rows, width) cell, the rule's choice (for ``op``)
+        first; each is launchable through the launchers' ``plan=`` argument. Fields that only
+        one op reads (``programs_per_sm`` and ``prefetch`` of a resident plan: add_rms_norm's
+        backward; ``lane_stats``: softmax) are varied only for that op."""
+        out: list[RowPlan] = [cls.for_shape(rows, width, sm_count, op)]
+        body = body_block(width)
+        if body <= MAX_RESIDENT_ELEMS:
+            for w in (2, 4, 8, 16, 32):
+                if 32 * w <= body and body // (32 * w) <= 64:
+                    out.append(cls.resident(width, num_warps=w))
+            for r in (2, 4, 8, 16):
+                if r * body <= 4096 and r <= rows:
+                    out.append(cls.resident(width, rows=r))
+            if op == "rms" and body >= 4096:  # 32768 spills at 16 warps (ptxas): use 32
+                w = _warps(body) if body <= 16384 else 32
+                for k in (1, 2):
+                    out.append(RowPlan("resident", body, w, programs_per_sm=k))
+            if op in ("softmax", "") and body >= 4096:
+                for w in (_softmax_warps(body), 2 * _softmax_warps(body)):
+                    for k in (1, 2):
+                        if w <= 32:
+                            out.append(RowPlan("resident", body, w, programs_per_sm=k))
+            if op == "rms_bwd":
+                for w in (_warps(body), 2 * _warps(body)):
+                    for k in (1, 2, 4):
+                        for pf in (True, False):
+                            if w <= 32:
+                                out.append(RowPlan("resident", body, w, programs_per_sm=k,
+                                                   prefetch=pf))  # fmt: skip
+        if width > 1024 and op != "rms_bwd":
+            for block, warps in ((4096, 8), (8192, 16), (16384, 32)):
+                if block <= triton.next_power_of_2(width):
+                    for k in (0, 1, 2):
+                        out.append(cls.looped(block, warps, programs_per_sm=k, evict=k > 0))
+                    if op in ("softmax", ""):
+                        out.append(cls.looped(block, warps, 2, evict=True, lane_stats=True))
+        if width > 2048 and rows < 2 * sm_count and op not in ("rms_bwd", "softmax_bwd"):
+            out.append(cls.split_for(rows, width, sm_count))
+            for block in (2048, 4096, 8192):
+                for per_sm in (4, 8, 16):
+                    if block < width:
+                        out.append(cls.split_for(rows, width, sm_count, block, per_sm))
+        seen: set[RowPlan] = set()
+        return [p for p in out if not (p in seen or seen.add(p))]

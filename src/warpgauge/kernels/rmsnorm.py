@@ -23,7 +23,8 @@ import triton.language as tl
 
 from .._checks import check_eps, check_same_device, check_same_dtype, check_tensor, rows_view
 from .._device import device_info
-from ._launch import empty, empty_rows_like, launch, row_plan
+from ._launch import empty, empty_rows_like, launch
+from ._rows import align_for, body_span, edge_index, plan_for, stride8
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -36,59 +37,183 @@ def work(rows: int, width: int, dtype: torch.dtype) -> Work:
 # ------------------------------------------------------------------------------------ forward
 
 
-@triton.jit
-def _h_chunk(x_ptr, r_ptr, h_ptr, idx, mask):
-    x = tl.load(x_ptr + idx, mask=mask, other=0.0).to(tl.float32)
-    r = tl.load(r_ptr + idx, mask=mask, other=0.0).to(tl.float32)
-    h = (x + r).to(h_ptr.dtype.element_ty)
-    tl.store(h_ptr + idx, h, mask=mask)
-    return h.to(tl.float32)
-
-
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def _rms_resident(
-    x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, x_stride, r_stride, eps, N: tl.constexpr, BLOCK: tl.constexpr
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    x_stride,
+    r_stride,
+    n_rows,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < N
-    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=0.0).to(tl.float32)
-    r = tl.load(r_ptr + row * r_stride + offs, mask=mask, other=0.0).to(tl.float32)
-    h = (x + r).to(h_ptr.dtype.element_ty)
-    tl.store(h_ptr + row * N + offs, h, mask=mask)
-    hf = h.to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, 0) / N + eps)
-    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * N + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _rms_looped(
-    x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, x_stride, r_stride, eps, N: tl.constexpr, BLOCK: tl.constexpr
-):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        m = idx < N
-        x = tl.load(x_ptr + row * x_stride + idx, mask=m, other=0.0).to(tl.float32)
-        r = tl.load(r_ptr + row * r_stride + idx, mask=m, other=0.0).to(tl.float32)
+    # I/O: read ROWS rows of x and r, w once per program; write ROWS rows of h and y.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = (rows < n_rows)[:, None]
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+        r_stride = r_stride // 8 * 8
+    offs = tl.arange(0, BLOCK)[None, :]
+    if ALIGN:  # x_stride == r_stride == N (launcher): every tensor's rows share their head
+        base = rows * N
+        head, start, blen = body_span(base, N)
+        head, start, blen = head[:, None], start[:, None], blen[:, None]
+        bm = rmask & (offs < blen)
+        x = tl.load(x_ptr + start + offs, mask=bm, other=0.0).to(tl.float32)
+        r = tl.load(r_ptr + start + offs, mask=bm, other=0.0).to(tl.float32)
         h = (x + r).to(h_ptr.dtype.element_ty)
-        tl.store(h_ptr + row * N + idx, h, mask=m)
+        tl.store(h_ptr + start + offs, h, mask=bm)
         hf = h.to(tl.float32)
-        acc += hf * hf
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, 0) / N + eps)
-    tl.debug_barrier()  # h written above by other threads of this program becomes visible
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        m = idx < N
-        hf = tl.load(h_ptr + row * N + idx, mask=m, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + idx, mask=m, other=0.0).to(tl.float32)
-        tl.store(y_ptr + row * N + idx, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
+        ecol, em = edge_index(head, blen, N)
+        em = em & rmask
+        eo = base[:, None] + ecol
+        xe = tl.load(x_ptr + eo, mask=em, other=0.0).to(tl.float32)
+        re = tl.load(r_ptr + eo, mask=em, other=0.0).to(tl.float32)
+        he = (xe + re).to(h_ptr.dtype.element_ty)
+        tl.store(h_ptr + eo, he, mask=em)
+        hef = he.to(tl.float32)
+        rstd = (1.0 / tl.sqrt((tl.sum(hf * hf, 1) + tl.sum(hef * hef, 1)) / N + eps))[:, None]
+        w = tl.load(w_ptr + head + offs, mask=bm, other=0.0).to(tl.float32)
+        we = tl.load(w_ptr + ecol, mask=em, other=0.0).to(tl.float32)
+        tl.store(y_ptr + start + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=bm)
+        tl.store(y_ptr + eo, (hef * rstd * we).to(y_ptr.dtype.element_ty), mask=em)
+    else:
+        cm = offs < N
+        mask = rmask & cm
+        x = tl.load(x_ptr + (rows * x_stride)[:, None] + offs, mask=mask, other=0.0)
+        r = tl.load(r_ptr + (rows * r_stride)[:, None] + offs, mask=mask, other=0.0)
+        h = (x.to(tl.float32) + r.to(tl.float32)).to(h_ptr.dtype.element_ty)
+        ob = (rows * N)[:, None]
+        tl.store(h_ptr + ob + offs, h, mask=mask)
+        hf = h.to(tl.float32)
+        rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
+        w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
+        tl.store(y_ptr + ob + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
+def _rms_resident_pf(
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    x_stride,
+    r_stride,
+    n_rows,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    S8: tl.constexpr,
+):
+    # Persistent resident plan: rows pid, pid + programs, ...; the next row's x and r are loaded
+    # before the current row is computed and written. I/O as _rms_resident (w read once).
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+        r_stride = r_stride // 8 * 8
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    offs = tl.arange(0, BLOCK)
+    cm = offs < N
+    w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
+    row = pid.to(tl.int64)
+    lim = tl.where(row < n_rows, N, 0)
+    x_n = tl.load(x_ptr + row * x_stride + offs, mask=offs < lim, other=0.0)
+    r_n = tl.load(r_ptr + row * r_stride + offs, mask=offs < lim, other=0.0)
+    for _ in range(0, tl.cdiv(n_rows - pid, nprog)):
+        h = (x_n.to(tl.float32) + r_n.to(tl.float32)).to(h_ptr.dtype.element_ty)
+        ob = row * N
+        row += nprog
+        lim = tl.where(row < n_rows, N, 0)
+        x_n = tl.load(x_ptr + row * x_stride + offs, mask=offs < lim, other=0.0)
+        r_n = tl.load(r_ptr + row * r_stride + offs, mask=offs < lim, other=0.0)
+        tl.store(h_ptr + ob + offs, h, mask=cm)
+        hf = h.to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, 0) / N + eps)
+        tl.store(y_ptr + ob + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=cm)
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def _rms_looped(
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    x_stride,
+    r_stride,
+    n_rows,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+    EV_KEEP: tl.constexpr,
+    EV_DROP: tl.constexpr,
+):
+    # I/O: read x and r, write h; then read h back (L2 when few rows are in flight) and w,
+    # write y. Rows pid, pid + programs, ... (persistent grid when programs < rows).
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+        r_stride = r_stride // 8 * 8
+    offs = tl.arange(0, BLOCK)
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    first = pid.to(tl.int64)
+    for i in range(0, tl.cdiv(n_rows - pid, nprog)):
+        row = first + i * nprog
+        ob = row * N
+        if ALIGN:
+            head, start, blen = body_span(ob, N)
+            xs = start
+            rs = start
+            hs = start
+            ecol, em = edge_index(head, blen, N)
+            xe = tl.load(x_ptr + ob + ecol, mask=em, other=0.0).to(tl.float32)
+            re = tl.load(r_ptr + ob + ecol, mask=em, other=0.0).to(tl.float32)
+            he = (xe + re).to(h_ptr.dtype.element_ty)
+            tl.store(h_ptr + ob + ecol, he, mask=em)
+            hef = he.to(tl.float32)
+            ss = tl.sum(hef * hef, 0)
+        else:
+            head = 0
+            blen = N
+            xs = row * x_stride
+            rs = row * r_stride
+            hs = ob
+            ss = tl.zeros([], tl.float32)
+        acc = tl.zeros([BLOCK], tl.float32)
+        for c in range(0, blen, BLOCK):
+            idx = c + offs
+            m = idx < blen
+            x = tl.load(x_ptr + xs + idx, mask=m, other=0.0, eviction_policy=EV_DROP)
+            r = tl.load(r_ptr + rs + idx, mask=m, other=0.0, eviction_policy=EV_DROP)
+            h = (x.to(tl.float32) + r.to(tl.float32)).to(h_ptr.dtype.element_ty)
+            tl.store(h_ptr + hs + idx, h, mask=m, eviction_policy=EV_KEEP)
+            hf = h.to(tl.float32)
+            acc += hf * hf
+        rstd = 1.0 / tl.sqrt((tl.sum(acc, 0) + ss) / N + eps)
+        tl.debug_barrier()  # h written above by other threads of this program becomes visible
+        for c in range(0, blen, BLOCK):
+            idx = c + offs
+            m = idx < blen
+            hf = tl.load(h_ptr + hs + idx, mask=m, other=0.0, eviction_policy=EV_DROP)
+            w = tl.load(w_ptr + head + idx, mask=m, other=0.0, eviction_policy=EV_KEEP)
+            y = (hf.to(tl.float32) * rstd * w.to(tl.float32)).to(y_ptr.dtype.element_ty)
+            tl.store(y_ptr + hs + idx, y, mask=m, eviction_policy=EV_DROP)
+        if ALIGN:
+            we = tl.load(w_ptr + ecol, mask=em, other=0.0).to(tl.float32)
+            tl.store(y_ptr + ob + ecol, (hef * rstd * we).to(y_ptr.dtype.element_ty), mask=em)
+
+
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _rms_split_stats(
     x_ptr,
     r_ptr,
@@ -106,8 +231,9 @@ def _rms_split_stats(
     c = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.float32)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         m = idx < N
         x = tl.load(x_ptr + row * x_stride + idx, mask=m, other=0.0).to(tl.float32)
@@ -119,7 +245,7 @@ def _rms_split_stats(
     tl.store(part_ptr + row * n_chunks + c, tl.sum(acc, 0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _rms_split_write(
     w_ptr,
     y_ptr,
@@ -139,8 +265,9 @@ def _rms_split_write(
     ss = tl.sum(tl.load(part_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0), 0)
     rstd = 1.0 / tl.sqrt(ss / N + eps)
     offs = tl.arange(0, BLOCK)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         m = idx < N
         hf = tl.load(h_ptr + row * N + idx, mask=m, other=0.0).to(tl.float32)
@@ -183,41 +310,26 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
     rows, n = x2.shape
     if rows == 0:
         return y, h
-    p = row_plan(rows, n, x.device, plan)
-    if p.kind == "resident":
-        if p.block < n:
-            raise ValueError(f"resident plan block {p.block} is narrower than the row ({n})")
-        launch(
-            _rms_resident,
-            (rows,),
-            x2,
-            r2,
-            weight,
-            y,
-            h,
-            xs,
-            rs,
-            eps,
-            N=n,
-            BLOCK=p.block,
-            num_warps=p.num_warps,
-        )
+    p = plan_for(rows, n, x.device, plan, "rms")
+    align = p.align and align_for(n, xs, rs, n)
+    s8 = stride8(xs, rs)
+    if p.kind == "resident" and p.programs_per_sm and p.rows == 1 and not align:
+        grid = (max(1, min(rows, p.programs_per_sm * device_info(x.device).sm_count)),)
+        launch(_rms_resident_pf, grid, x2, r2, weight, y, h, xs, rs, rows, eps,
+            N=n, BLOCK=p.resident_block(n, False), S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
+    elif p.kind == "resident":
+        block = p.resident_block(n, align)
+        launch(_rms_resident, (p.programs(rows, 1),), x2, r2, weight, y, h, xs, rs, rows, eps,
+            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
     elif p.kind == "looped":
-        launch(
-            _rms_looped,
-            (rows,),
-            x2,
-            r2,
-            weight,
-            y,
-            h,
-            xs,
-            rs,
-            eps,
-            N=n,
-            BLOCK=p.block,
+        grid = (p.programs(rows, device_info(x.device).sm_count),)
+        keep, drop = ("evict_last", "evict_first") if p.evict else ("", "")
+        launch(_rms_looped, grid, x2, r2, weight, y, h, xs, rs, rows, eps,
+            N=n, BLOCK=p.block, ALIGN=align, S8=s8, EV_KEEP=keep, EV_DROP=drop,
             num_warps=p.num_warps,
-        )
+        )  # fmt: skip
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks), torch.float32, x.device)
@@ -248,263 +360,12 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
             n_chunks,
             N=n,
             BLOCK=p.block,
-            SPLIT_PAD=triton.next_power_of_2(n_chunks),
+            SPLIT_PAD=p.split_pad(n),
             num_warps=p.num_warps,
         )
     return y, h
 
 
-# ----------------------------------------------------------------------------------- backward
+from .rmsnorm_backward import add_rms_norm_backward  # noqa: E402  (re-export)
 
-
-@triton.jit
-def _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH: tl.constexpr):
-    # rstd * (w*dy - h * (c*rstd) * rstd), not rstd^3 * h * c: rstd^3 underflows FP32 once
-    # |h| > ~1e13 (rstd < 1e-13), which silently dropped the second term (property tests).
-    dx = rstd * (w * dy - hf * ((c * rstd) * rstd))
-    if HAS_DH:
-        dx += tl.load(dh_ptr + idx, mask=m, other=0.0).to(tl.float32)
-    return dx
-
-
-@triton.jit
-def _rms_bwd_resident(
-    dy_ptr,
-    dh_ptr,
-    h_ptr,
-    w_ptr,
-    dx_ptr,
-    rstd_ptr,
-    eps,
-    N: tl.constexpr,
-    BLOCK: tl.constexpr,
-    HAS_DH: tl.constexpr,
-):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    m = offs < N
-    idx = row * N + offs
-    hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
-    dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, 0) / N + eps)
-    c = tl.sum(hf * w * dy, 0) / N
-    dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
-    tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
-    tl.store(rstd_ptr + row, rstd)
-
-
-@triton.jit
-def _rms_bwd_looped(
-    dy_ptr,
-    dh_ptr,
-    h_ptr,
-    w_ptr,
-    dx_ptr,
-    rstd_ptr,
-    eps,
-    N: tl.constexpr,
-    BLOCK: tl.constexpr,
-    HAS_DH: tl.constexpr,
-):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    ss = tl.zeros([BLOCK], tl.float32)
-    dot = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, N, BLOCK):
-        cols = start + offs
-        m = cols < N
-        hf = tl.load(h_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-        ss += hf * hf
-        dot += hf * w * dy
-    rstd = 1.0 / tl.sqrt(tl.sum(ss, 0) / N + eps)
-    c = tl.sum(dot, 0) / N
-    for start in range(0, N, BLOCK):
-        cols = start + offs
-        m = cols < N
-        idx = row * N + cols
-        hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-        dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
-        tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
-    tl.store(rstd_ptr + row, rstd)
-
-
-@triton.jit
-def _rms_bwd_split_stats(
-    dy_ptr, h_ptr, w_ptr, part_ptr, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
-):
-    row = tl.program_id(0).to(tl.int64)
-    c = tl.program_id(1)
-    offs = tl.arange(0, BLOCK)
-    ss = tl.zeros([BLOCK], tl.float32)
-    dot = tl.zeros([BLOCK], tl.float32)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
-        cols = start + offs
-        m = cols < N
-        hf = tl.load(h_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-        ss += hf * hf
-        dot += hf * w * dy
-    out = part_ptr + (row * n_chunks + c) * 2
-    tl.store(out, tl.sum(ss, 0))
-    tl.store(out + 1, tl.sum(dot, 0))
-
-
-@triton.jit
-def _rms_bwd_split_write(
-    dy_ptr,
-    dh_ptr,
-    h_ptr,
-    w_ptr,
-    dx_ptr,
-    rstd_ptr,
-    part_ptr,
-    eps,
-    chunk,
-    n_chunks,
-    N: tl.constexpr,
-    BLOCK: tl.constexpr,
-    SPLIT_PAD: tl.constexpr,
-    HAS_DH: tl.constexpr,
-):
-    row = tl.program_id(0).to(tl.int64)
-    c = tl.program_id(1)
-    k = tl.arange(0, SPLIT_PAD)
-    pk = part_ptr + (row * n_chunks + k) * 2
-    ss = tl.sum(tl.load(pk, mask=k < n_chunks, other=0.0), 0)
-    cdot = tl.sum(tl.load(pk + 1, mask=k < n_chunks, other=0.0), 0) / N
-    rstd = 1.0 / tl.sqrt(ss / N + eps)
-    offs = tl.arange(0, BLOCK)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
-        cols = start + offs
-        m = cols < N
-        idx = row * N + cols
-        hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-        dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, cdot, HAS_DH)
-        tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
-    if c == 0:
-        tl.store(rstd_ptr + row, rstd)
-
-
-@triton.jit
-def _rms_dw_partial(
-    dy_ptr, h_ptr, rstd_ptr, part_ptr, rows, rows_per_group, N: tl.constexpr, BLOCK: tl.constexpr
-):
-    # Program (column block, row group) sums dy * h * rstd over its rows into FP32 partials.
-    cb = tl.program_id(0)
-    g = tl.program_id(1)
-    cols = cb * BLOCK + tl.arange(0, BLOCK)
-    m = cols < N
-    acc = tl.zeros([BLOCK], tl.float32)
-    r0 = g * rows_per_group
-    count = tl.minimum(rows_per_group, rows - r0)
-    base = r0.to(tl.int64) * N
-    hp = h_ptr + base + cols
-    dyp = dy_ptr + base + cols
-    rp = rstd_ptr + r0
-    for _ in range(0, count):
-        hf = tl.load(hp, mask=m, other=0.0).to(tl.float32)
-        dy = tl.load(dyp, mask=m, other=0.0).to(tl.float32)
-        acc += dy * hf * tl.load(rp)
-        hp += N
-        dyp += N
-        rp += 1
-    tl.store(part_ptr + g.to(tl.int64) * N + cols, acc, mask=m)
-
-
-@triton.jit
-def _rms_dw_finish(part_ptr, dw_ptr, groups, N: tl.constexpr, BLOCK: tl.constexpr):
-    # Adds the row groups' partials in a fixed order (g = 0, 1, ...) and rounds once.
-    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = cols < N
-    acc = tl.zeros([BLOCK], tl.float32)
-    for g in range(0, groups):
-        acc += tl.load(part_ptr + g * N + cols, mask=m, other=0.0)
-    tl.store(dw_ptr + cols, acc.to(dw_ptr.dtype.element_ty), mask=m)
-
-
-DW_BLOCK = 256  # columns per dw program: 1 KB of FP32 partials per row group
-
-
-def add_rms_norm_backward(
-    dy, dh, h, weight, eps: float, need_dx: bool = True, need_dw: bool = True, plan=None
-):
-    """Gradients (dx, dw): dx is shared by x and residual (and includes dh, the gradient that
-    flowed into the returned h); dw is deterministic (fixed-order FP32 partials, no atomics)."""
-    n = h.shape[-1]
-    rows = h.numel() // n
-    dy = dy.contiguous()
-    h = h.contiguous()
-    dh = dh.contiguous() if dh is not None else None
-    dx = empty(h.shape, h.dtype, h.device) if need_dx else None
-    dw = empty(weight.shape, weight.dtype, weight.device) if need_dw else None
-    if rows == 0:
-        if dw is not None:
-            dw.zero_()
-        return dx, dw
-    rstd = empty((rows,), torch.float32, h.device)
-    p = row_plan(rows, n, h.device, plan)
-    has_dh = dh is not None
-    dh_arg = dh if has_dh else dy  # never read when HAS_DH is False
-    dx_arg = dx if dx is not None else empty(h.shape, h.dtype, h.device)
-    if p.kind == "resident":
-        launch(_rms_bwd_resident, (rows,),
-            dy, dh_arg, h, weight, dx_arg, rstd, eps, N=n, BLOCK=p.block, HAS_DH=has_dh,
-            num_warps=p.num_warps,
-        )  # fmt: skip
-    elif p.kind == "looped":
-        launch(_rms_bwd_looped, (rows,),
-            dy, dh_arg, h, weight, dx_arg, rstd, eps, N=n, BLOCK=p.block, HAS_DH=has_dh,
-            num_warps=p.num_warps,
-        )  # fmt: skip
-    else:
-        chunk, n_chunks = p.chunk(n), p.n_chunks(n)
-        part = empty((rows, n_chunks, 2), torch.float32, h.device)
-        launch(
-            _rms_bwd_split_stats,
-            (rows, n_chunks),
-            dy,
-            h,
-            weight,
-            part,
-            chunk,
-            n_chunks,
-            N=n,
-            BLOCK=p.block,
-            num_warps=p.num_warps,
-        )
-        launch(_rms_bwd_split_write, (rows, n_chunks),
-            dy, dh_arg, h, weight, dx_arg, rstd, part, eps, chunk, n_chunks, N=n, BLOCK=p.block,
-            SPLIT_PAD=triton.next_power_of_2(n_chunks), HAS_DH=has_dh, num_warps=p.num_warps,
-        )  # fmt: skip
-    if need_dw:
-        col_blocks = triton.cdiv(n, DW_BLOCK)
-        sm = device_info(h.device).sm_count
-        groups = max(1, min(rows, triton.cdiv(4 * sm, col_blocks), 1024))
-        rows_per_group = triton.cdiv(rows, groups)
-        groups = triton.cdiv(rows, rows_per_group)
-        part = empty((groups, n), torch.float32, h.device)
-        launch(
-            _rms_dw_partial,
-            (col_blocks, groups),
-            dy,
-            h,
-            rstd,
-            part,
-            rows,
-            rows_per_group,
-            N=n,
-            BLOCK=DW_BLOCK,
-            num_warps=2,
-        )
-        launch(_rms_dw_finish, (col_blocks,), part, dw, groups, N=n, BLOCK=DW_BLOCK, num_warps=2)
-    return dx, dw
+__all__ = ["work", "validate", "add_rms_norm", "add_rms_norm_backward"]

@@ -12,7 +12,9 @@ import triton
 import triton.language as tl
 
 from .._checks import FLOAT_DTYPES, check_tensor, rows_view
-from ._launch import empty, launch, row_plan
+from .._device import device_info
+from ._launch import empty, launch
+from ._rows import align_for, body_span, edge_index, plan_for, stride8
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -23,26 +25,69 @@ def work(rows: int, width: int, dtype: torch.dtype, out_dtype: torch.dtype | Non
     )
 
 
-@triton.jit
-def _row_sum_resident(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+@triton.jit(do_not_specialize=["n_rows"])
+def _row_sum_resident(
+    x_ptr,
+    y_ptr,
+    x_stride,
+    n_rows,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+):
+    # I/O: read ROWS rows of x, write ROWS sums.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rm = rows < n_rows
+    rmask = rm[:, None]
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+    xb1 = rows * x_stride
+    offs = tl.arange(0, BLOCK)[None, :]
+    if ALIGN:
+        head, start, blen = body_span(xb1, N)
+        head, start, blen = head[:, None], start[:, None], blen[:, None]
+        x = tl.load(x_ptr + start + offs, mask=rmask & (offs < blen), other=0.0).to(tl.float32)
+        ecol, em = edge_index(head, blen, N)
+        xe = tl.load(x_ptr + xb1[:, None] + ecol, mask=em & rmask, other=0.0).to(tl.float32)
+        total = tl.sum(x, 1) + tl.sum(xe, 1)
+    else:
+        x = tl.load(x_ptr + xb1[:, None] + offs, mask=rmask & (offs < N), other=0.0)
+        total = tl.sum(x.to(tl.float32), 1)
+    tl.store(y_ptr + rows, total.to(y_ptr.dtype.element_ty), mask=rm)
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def _row_sum_looped(
+    x_ptr, y_ptr, x_stride, n_rows, N: tl.constexpr, BLOCK: tl.constexpr, ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+):  # fmt: skip
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
     offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < N, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row, tl.sum(x, 0).to(y_ptr.dtype.element_ty))
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    first = pid.to(tl.int64)
+    for i in range(0, tl.cdiv(n_rows - pid, nprog)):
+        row = first + i * nprog
+        xb = row * x_stride
+        if ALIGN:
+            head, start, blen = body_span(xb, N)
+            ecol, em = edge_index(head, blen, N)
+            tail = tl.sum(tl.load(x_ptr + xb + ecol, mask=em, other=0.0).to(tl.float32), 0)
+        else:
+            start = xb
+            blen = N
+            tail = 0.0
+        acc = tl.zeros([BLOCK], tl.float32)
+        for c in range(0, blen, BLOCK):
+            idx = c + offs
+            acc += tl.load(x_ptr + start + idx, mask=idx < blen, other=0.0).to(tl.float32)
+        tl.store(y_ptr + row, (tl.sum(acc, 0) + tail).to(y_ptr.dtype.element_ty))
 
 
-@triton.jit
-def _row_sum_looped(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        acc += tl.load(x_ptr + row * x_stride + idx, mask=idx < N, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row, tl.sum(acc, 0).to(y_ptr.dtype.element_ty))
-
-
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _row_sum_split(
     x_ptr, part_ptr, x_stride, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
 ):
@@ -50,14 +95,15 @@ def _row_sum_split(
     c = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.float32)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         acc += tl.load(x_ptr + row * x_stride + idx, mask=idx < N, other=0.0).to(tl.float32)
     tl.store(part_ptr + row * n_chunks + c, tl.sum(acc, 0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_chunks"])
 def _row_sum_finish(part_ptr, y_ptr, n_chunks, SPLIT_PAD: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     k = tl.arange(0, SPLIT_PAD)
@@ -80,13 +126,19 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
     rows, n = x2.shape
     if rows == 0:
         return y
-    p = row_plan(rows, n, x.device, plan)
+    p = plan_for(rows, n, x.device, plan, "row_sum")
+    align = p.align and align_for(n, stride)
+    s8 = stride8(stride)
     if p.kind == "resident":
-        if p.block < n:
-            raise ValueError(f"resident plan block {p.block} is narrower than the row ({n})")
-        launch(_row_sum_resident, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
+        block = p.resident_block(n, align)
+        launch(_row_sum_resident, (p.programs(rows, 1),), x2, y, stride, rows,
+            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
     elif p.kind == "looped":
-        launch(_row_sum_looped, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
+        grid = (p.programs(rows, device_info(x.device).sm_count),)
+        launch(_row_sum_looped, grid, x2, y, stride, rows,
+            N=n, BLOCK=p.block, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks), torch.float32, x.device)
@@ -108,7 +160,7 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
             part,
             y,
             n_chunks,
-            SPLIT_PAD=triton.next_power_of_2(n_chunks),
+            SPLIT_PAD=p.split_pad(n),
             num_warps=1,
         )
     return y

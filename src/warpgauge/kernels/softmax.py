@@ -18,11 +18,11 @@ import triton
 import triton.language as tl
 
 from .._checks import check_tensor, rows_view
-from ._launch import empty, empty_rows_like, launch, row_plan
+from .._device import device_info
+from ._launch import empty, empty_rows_like, launch
+from ._rows import align_for, body_span, edge_index, plan_for, stride8
 from .plans import RowPlan
 from .work import Work, esize
-
-NEG_INF = float("-inf")
 
 
 def work(rows: int, width: int, dtype: torch.dtype) -> Work:
@@ -55,41 +55,211 @@ def _merge(m_vec, s_vec):
     return shift, inv
 
 
-@triton.jit
-def _softmax_resident(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+@triton.jit(do_not_specialize=["n_rows"])
+def _softmax_resident(
+    x_ptr,
+    y_ptr,
+    x_stride,
+    n_rows,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+):
+    # I/O: read ROWS rows of x once, write ROWS rows of y once; the rows stay in registers.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = (rows < n_rows)[:, None]
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+    xb1 = rows * x_stride
+    xb = xb1[:, None]
+    yb = (rows * N)[:, None]
+    offs = tl.arange(0, BLOCK)[None, :]
+    if ALIGN:  # x_stride == N (launcher): x and y rows share their head
+        head, start, blen = body_span(xb1, N)
+        head, start, blen = head[:, None], start[:, None], blen[:, None]
+        bm = rmask & (offs < blen)
+        x = tl.load(x_ptr + start + offs, mask=bm, other=float("-inf")).to(tl.float32)
+        ecol, em = edge_index(head, blen, N)
+        em = em & rmask
+        xe = tl.load(x_ptr + xb + ecol, mask=em, other=float("-inf")).to(tl.float32)
+        m = tl.maximum(tl.max(x, 1), tl.max(xe, 1))
+        shift = tl.where(m == float("-inf"), 0.0, m)[:, None]
+        e = tl.exp(x - shift)
+        ee = tl.exp(xe - shift)
+        s = tl.sum(e, 1) + tl.sum(ee, 1)
+        inv = tl.where(s == 0, 0.0, 1.0 / s)[:, None]
+        tl.store(y_ptr + start + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=bm)
+        tl.store(y_ptr + xb + ecol, (ee * inv).to(y_ptr.dtype.element_ty), mask=em)
+    else:
+        mask = rmask & (offs < N)
+        x = tl.load(x_ptr + xb + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        m = tl.max(x, 1)
+        shift = tl.where(m == float("-inf"), 0.0, m)[:, None]
+        e = tl.exp(x - shift)
+        s = tl.sum(e, 1)
+        inv = tl.where(s == 0, 0.0, 1.0 / s)[:, None]
+        tl.store(y_ptr + yb + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def _softmax_resident_pf(
+    x_ptr,
+    y_ptr,
+    x_stride,
+    n_rows,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+):
+    # Persistent resident plan: rows pid, pid + programs, ...; the next row is loaded before the
+    # current one is computed and written, so memory stays busy while a program computes (one
+    # program per SM holds a 16k-32k row: nothing else would overlap its exp and reductions).
+    # I/O: read x once, write y once. (Masks use tl.where(ok, limit, 0), not "& ok": the
+    # interpreter mishandles "&" with a 0-d mask.)
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
     offs = tl.arange(0, BLOCK)
-    mask = offs < N
-    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
-    m = tl.max(x, 0)
-    shift = tl.where(m == float("-inf"), 0.0, m)
-    e = tl.exp(x - shift)
-    s = tl.sum(e, 0)
-    inv = tl.where(s == 0, 0.0, 1.0 / s)
-    tl.store(y_ptr + row * N + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=mask)
+    row = pid.to(tl.int64)
+    ok = row < n_rows
+    xb = row * x_stride
+    if ALIGN:
+        head, start, blen = body_span(xb, N)
+        ecol, em = edge_index(head, blen, N)
+        x_n = tl.load(x_ptr + start + offs, mask=offs < tl.where(ok, blen, 0), other=float("-inf"))
+        xe_n = tl.load(
+            x_ptr + xb + ecol, mask=em & (ecol < tl.where(ok, N, 0)), other=float("-inf")
+        )
+    else:
+        x_n = tl.load(x_ptr + xb + offs, mask=offs < tl.where(ok, N, 0), other=float("-inf"))
+        xe_n = x_n
+    for _ in range(0, tl.cdiv(n_rows - pid, nprog)):
+        x = x_n.to(tl.float32)
+        xe = xe_n.to(tl.float32)
+        cur = row
+        row += nprog
+        ok = row < n_rows
+        xb = row * x_stride
+        if ALIGN:
+            head, start, blen = body_span(xb, N)
+            ecol, em = edge_index(head, blen, N)
+            x_n = tl.load(
+                x_ptr + start + offs, mask=offs < tl.where(ok, blen, 0), other=float("-inf")
+            )
+            xe_n = tl.load(
+                x_ptr + xb + ecol, mask=em & (ecol < tl.where(ok, N, 0)), other=float("-inf")
+            )
+            cb = cur * N
+            head, start, blen = body_span(cb, N)
+            ecol, em = edge_index(head, blen, N)
+            m = tl.maximum(tl.max(x, 0), tl.max(xe, 0))
+            shift = tl.where(m == float("-inf"), 0.0, m)
+            e = tl.exp(x - shift)
+            ee = tl.exp(xe - shift)
+            s = tl.sum(e, 0) + tl.sum(ee, 0)
+            inv = tl.where(s == 0, 0.0, 1.0 / s)
+            tl.store(y_ptr + start + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=offs < blen)
+            tl.store(y_ptr + cb + ecol, (ee * inv).to(y_ptr.dtype.element_ty), mask=em)
+        else:
+            x_n = tl.load(x_ptr + xb + offs, mask=offs < tl.where(ok, N, 0), other=float("-inf"))
+            m = tl.max(x, 0)
+            shift = tl.where(m == float("-inf"), 0.0, m)
+            e = tl.exp(x - shift)
+            s = tl.sum(e, 0)
+            inv = tl.where(s == 0, 0.0, 1.0 / s)
+            y = (e * inv).to(y_ptr.dtype.element_ty)
+            tl.store(y_ptr + cur * N + offs, y, mask=offs < N)
 
 
-@triton.jit
-def _softmax_looped(x_ptr, y_ptr, x_stride, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    xr = x_ptr + row * x_stride
-    yr = y_ptr + row * N
+@triton.jit(do_not_specialize=["n_rows"])
+def _softmax_looped(
+    x_ptr,
+    y_ptr,
+    x_stride,
+    n_rows,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+    EV_KEEP: tl.constexpr,
+    EV_DROP: tl.constexpr,
+    LANE: tl.constexpr,
+):
+    # I/O: read x twice (the second pass hits L2 when the grid is persistent and few rows are in
+    # flight), write y once. Rows pid, pid + programs, ... (a persistent grid when programs <
+    # rows; one program per row otherwise).
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
     offs = tl.arange(0, BLOCK)
-    m = tl.full([], float("-inf"), tl.float32)
-    s = tl.zeros([], tl.float32)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
-        m, s = _online_update(m, s, x)
-    shift = tl.where(m == float("-inf"), 0.0, m)
-    inv = tl.where(s == 0, 0.0, 1.0 / s)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
-        tl.store(yr + idx, (tl.exp(x - shift) * inv).to(y_ptr.dtype.element_ty), mask=idx < N)
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    first = pid.to(tl.int64)
+    for i in range(0, tl.cdiv(n_rows - pid, nprog)):
+        row = first + i * nprog
+        xb = row * x_stride
+        if ALIGN:
+            head, start, blen = body_span(xb, N)
+            ecol, em = edge_index(head, blen, N)
+            xe = tl.load(x_ptr + xb + ecol, mask=em, other=float("-inf")).to(tl.float32)
+            m = tl.max(xe, 0)
+            shift = tl.where(m == float("-inf"), 0.0, m)
+            s = tl.sum(tl.exp(xe - shift), 0)
+            ystart = start
+        else:
+            start = xb
+            blen = N
+            ystart = row * N
+            m = tl.full([], float("-inf"), tl.float32)
+            s = tl.zeros([], tl.float32)
+        if LANE:  # per-lane running (max, sum): two exps per element, no reduction per chunk
+            mv = tl.full([BLOCK], float("-inf"), tl.float32)
+            sv = tl.zeros([BLOCK], tl.float32)
+            for c in range(0, blen, BLOCK):
+                idx = c + offs
+                x = tl.load(
+                    x_ptr + start + idx,
+                    mask=idx < blen,
+                    other=float("-inf"),
+                    eviction_policy=EV_KEEP,
+                ).to(tl.float32)
+                mn = tl.maximum(mv, x)
+                sh = tl.where(mn == float("-inf"), 0.0, mn)
+                sv = sv * tl.exp(mv - sh) + tl.exp(x - sh)
+                mv = mn
+            mt = tl.maximum(tl.max(mv, 0), m)
+            sh = tl.where(mt == float("-inf"), 0.0, mt)
+            s = tl.sum(sv * tl.exp(mv - sh), 0) + s * tl.exp(m - sh)
+            m = mt
+        else:
+            for c in range(0, blen, BLOCK):
+                idx = c + offs
+                x = tl.load(
+                    x_ptr + start + idx,
+                    mask=idx < blen,
+                    other=float("-inf"),
+                    eviction_policy=EV_KEEP,
+                )
+                m, s = _online_update(m, s, x.to(tl.float32))
+        shift = tl.where(m == float("-inf"), 0.0, m)
+        inv = tl.where(s == 0, 0.0, 1.0 / s)
+        for c in range(0, blen, BLOCK):
+            idx = c + offs
+            x = tl.load(
+                x_ptr + start + idx, mask=idx < blen, other=float("-inf"), eviction_policy=EV_DROP
+            )
+            y = (tl.exp(x.to(tl.float32) - shift) * inv).to(y_ptr.dtype.element_ty)
+            tl.store(y_ptr + ystart + idx, y, mask=idx < blen, eviction_policy=EV_DROP)
+        if ALIGN:
+            tl.store(
+                y_ptr + xb + ecol, (tl.exp(xe - shift) * inv).to(y_ptr.dtype.element_ty), mask=em
+            )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _softmax_split_stats(
     x_ptr, stats_ptr, x_stride, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
 ):
@@ -100,8 +270,9 @@ def _softmax_split_stats(
     offs = tl.arange(0, BLOCK)
     m = tl.full([], float("-inf"), tl.float32)
     s = tl.zeros([], tl.float32)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
         m, s = _online_update(m, s, x)
@@ -110,7 +281,7 @@ def _softmax_split_stats(
     tl.store(out + 1, s)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _softmax_split_write(
     x_ptr,
     y_ptr,
@@ -133,8 +304,9 @@ def _softmax_split_write(
     xr = x_ptr + row * x_stride
     yr = y_ptr + row * N
     offs = tl.arange(0, BLOCK)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
         x = tl.load(xr + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
         tl.store(yr + idx, (tl.exp(x - shift) * inv).to(y_ptr.dtype.element_ty), mask=idx < N)
@@ -148,13 +320,27 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
     rows, n = x2.shape
     if rows == 0:
         return y
-    p = row_plan(rows, n, x.device, plan)
-    if p.kind == "resident":
-        if p.block < n:
-            raise ValueError(f"resident plan block {p.block} is narrower than the row ({n})")
-        launch(_softmax_resident, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
+    p = plan_for(rows, n, x.device, plan, "softmax")
+    align = p.align and align_for(n, stride, n)
+    s8 = stride8(stride)
+    if p.kind == "resident" and p.programs_per_sm and p.rows == 1:
+        grid = (max(1, min(rows, p.programs_per_sm * device_info(x.device).sm_count)),)
+        launch(_softmax_resident_pf, grid, x2, y, stride, rows,
+            N=n, BLOCK=p.resident_block(n, align), ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
+    elif p.kind == "resident":
+        grid = (p.programs(rows, 1),)
+        block = p.resident_block(n, align)
+        launch(_softmax_resident, grid, x2, y, stride, rows,
+            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
     elif p.kind == "looped":
-        launch(_softmax_looped, (rows,), x2, y, stride, N=n, BLOCK=p.block, num_warps=p.num_warps)
+        grid = (p.programs(rows, device_info(x.device).sm_count),)
+        keep, drop = ("evict_last", "evict_first") if p.evict else ("", "")
+        launch(_softmax_looped, grid, x2, y, stride, rows,
+            N=n, BLOCK=p.block, ALIGN=align, S8=s8, EV_KEEP=keep, EV_DROP=drop,
+            LANE=p.lane_stats, num_warps=p.num_warps,
+        )  # fmt: skip
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         stats = empty((rows, n_chunks, 2), torch.float32, x.device)
@@ -181,131 +367,12 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
             n_chunks,
             N=n,
             BLOCK=p.block,
-            SPLIT_PAD=triton.next_power_of_2(n_chunks),
+            SPLIT_PAD=p.split_pad(n),
             num_warps=p.num_warps,
         )
     return y
 
 
-# ----------------------------------------------------------------------------------- backward
-# dx = y * (dy - sum(y * dy)); y and dy are contiguous rows (y is the forward's output).
+from .softmax_backward import softmax_backward  # noqa: E402  (re-export)
 
-
-@triton.jit
-def _softmax_bwd_resident(y_ptr, dy_ptr, dx_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < N
-    y = tl.load(y_ptr + row * N + offs, mask=mask, other=0.0).to(tl.float32)
-    dy = tl.load(dy_ptr + row * N + offs, mask=mask, other=0.0).to(tl.float32)
-    dot = tl.sum(y * dy, 0)
-    tl.store(dx_ptr + row * N + offs, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _softmax_bwd_looped(y_ptr, dy_ptr, dx_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    base = row * N
-    offs = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        acc += y * dy
-    dot = tl.sum(acc, 0)
-    for start in range(0, N, BLOCK):
-        idx = start + offs
-        y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        tl.store(dx_ptr + base + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=idx < N)
-
-
-@triton.jit
-def _softmax_bwd_split_stats(
-    y_ptr, dy_ptr, part_ptr, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
-):
-    row = tl.program_id(0).to(tl.int64)
-    c = tl.program_id(1)
-    base = row * N
-    offs = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], tl.float32)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
-        idx = start + offs
-        y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        acc += y * dy
-    tl.store(part_ptr + row * n_chunks + c, tl.sum(acc, 0))
-
-
-@triton.jit
-def _softmax_bwd_split_write(
-    y_ptr,
-    dy_ptr,
-    dx_ptr,
-    part_ptr,
-    chunk,
-    n_chunks,
-    N: tl.constexpr,
-    BLOCK: tl.constexpr,
-    SPLIT_PAD: tl.constexpr,
-):
-    row = tl.program_id(0).to(tl.int64)
-    c = tl.program_id(1)
-    k = tl.arange(0, SPLIT_PAD)
-    dot = tl.sum(tl.load(part_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0), 0)
-    base = row * N
-    offs = tl.arange(0, BLOCK)
-    lo = c * chunk
-    for start in range(lo, lo + chunk, BLOCK):
-        idx = start + offs
-        y = tl.load(y_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + base + idx, mask=idx < N, other=0.0).to(tl.float32)
-        tl.store(dx_ptr + base + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=idx < N)
-
-
-def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = None):
-    """Gradient of softmax given its output ``y`` and the incoming gradient ``dy``."""
-    y = y.contiguous()
-    dy = dy.contiguous()
-    dx = empty(y.shape, y.dtype, y.device)
-    n = y.shape[-1] if y.dim() else 1
-    rows = y.numel() // n if n else 0
-    if rows == 0:
-        return dx
-    p = row_plan(rows, n, y.device, plan)
-    if p.kind == "resident":
-        launch(_softmax_bwd_resident, (rows,), y, dy, dx, N=n, BLOCK=p.block, num_warps=p.num_warps)
-    elif p.kind == "looped":
-        launch(_softmax_bwd_looped, (rows,), y, dy, dx, N=n, BLOCK=p.block, num_warps=p.num_warps)
-    else:
-        chunk, n_chunks = p.chunk(n), p.n_chunks(n)
-        part = empty((rows, n_chunks), torch.float32, y.device)
-        launch(
-            _softmax_bwd_split_stats,
-            (rows, n_chunks),
-            y,
-            dy,
-            part,
-            chunk,
-            n_chunks,
-            N=n,
-            BLOCK=p.block,
-            num_warps=p.num_warps,
-        )
-        launch(
-            _softmax_bwd_split_write,
-            (rows, n_chunks),
-            y,
-            dy,
-            dx,
-            part,
-            chunk,
-            n_chunks,
-            N=n,
-            BLOCK=p.block,
-            SPLIT_PAD=triton.next_power_of_2(n_chunks),
-            num_warps=p.num_warps,
-        )
-    return dx
+__all__ = ["work", "softmax", "softmax_backward"]

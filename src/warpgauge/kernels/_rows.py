@@ -1,0 +1,74 @@
+"""Row addressing shared by the row kernels: aligned bodies, scalar edges, row blocks.
+
+A row of ``N`` elements starting at element offset ``base`` is covered as
+
+- a *body* of ``blen`` elements (a multiple of 8) starting at the first 16-byte boundary, read with
+  vector loads (``tl.multiple_of`` tells Triton the body start and length are multiples of 8
+  elements, which for 2-byte dtypes is 16 bytes), and
+- up to 7 *head* elements before the body and up to 7 *tail* elements after it, read as one
+  16-lane scalar *edge* tensor.
+
+This is the ``ALIGN`` path, for rows whose starts are not 16-byte aligned (contiguous rows of a
+width that is not a multiple of 8, such as 4097 or 50257). Without it Triton must use 2-byte loads
+for every element of such a row. It also avoids padding the block to the next power of two for
+widths just past one: the body of a 4097-wide row is at most 4096 elements.
+
+Offsets assume the base pointers are 16-byte aligned (torch allocations are; Triton specializes
+pointer arguments on 16-byte alignment and would use scalar loads otherwise, which is still correct).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .._device import device_info
+from .plans import RowPlan
+
+EDGE = 16  # lanes of the edge tensor: 8 head slots and 8 tail slots
+
+
+@triton.jit
+def body_span(base, N: tl.constexpr):
+    """(head, body start, body length) of a row starting at element offset ``base``; works on
+    scalars and on [ROWS] tensors of bases. ``head`` elements precede the 8-aligned body."""
+    head = (8 - base % 8) % 8
+    start = tl.multiple_of(base + head, 8)
+    blen = tl.multiple_of((N - head) // 8 * 8, 8)
+    return head, start, blen
+
+
+@triton.jit
+def edge_index(head, blen, N: tl.constexpr):
+    """Column indices and mask of a row's edge elements: lanes 0-7 are the head (columns below
+    ``head``), lanes 8-15 the tail (columns from ``head + blen`` up to ``N``). ``head`` and
+    ``blen`` are [ROWS, 1] (or scalars); the result is [ROWS, 16] (or [16])."""
+    e = tl.arange(0, 16)
+    is_head = e < 8
+    col = tl.where(is_head, e, head + blen + e - 8)
+    mask = tl.where(is_head, e < head, col < N)
+    return col, mask
+
+
+def align_for(n: int, x_stride: int, *strides: int) -> bool:
+    """True when the ALIGN path pays: rows of at least 64 elements whose starts are not 8-element
+    multiples, and every tensor read or written with that row shares the same row stride (so one
+    head works for all of them)."""
+    return n >= 64 and x_stride % 8 != 0 and all(s == x_stride for s in strides)
+
+
+def stride8(*strides: int) -> bool:
+    """True when every row stride is a multiple of 8 elements (hint for vector loads; Triton only
+    infers divisibility by 16 from an integer argument)."""
+    return all(s % 8 == 0 for s in strides)
+
+
+def plan_for(rows: int, width: int, device: torch.device, plan: RowPlan | None, op: str):
+    """``plan`` if given, else the rule's plan for ``op`` on ``device`` (its SM count)."""
+    if plan is not None:
+        return plan
+    return RowPlan.for_shape(rows, width, device_info(device).sm_count, op)
+
+
+__all__ = ["plan_for", "EDGE", "body_span", "edge_index", "align_for", "stride8", "triton"]

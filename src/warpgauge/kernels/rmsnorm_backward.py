@@ -1,0 +1,349 @@
+"""Backward of the fused residual add + RMSNorm (see ``rmsnorm.py`` for the contract).
+
+Inputs: dy (grad of y), optional dh (grad flowing into the returned h), saved h and w. rstd is
+recomputed from h. dx = rstd * (w*dy) - rstd^3 * h * sum(h*w*dy) / width (+ dh), shared by x and
+residual. dw = sum over rows of dy * h * rstd.
+
+Resident plans fuse dw into the main pass: each program takes a contiguous group of rows, keeps
+per-column FP32 sums in registers, and writes one partial row; a finish kernel adds the groups'
+partials in a fixed order (g = 0, 1, ...) and rounds once. Deterministic, no atomics.
+I/O: read h, dy (+ dh), w once; write dx, plus groups * width FP32 partials (written and read
+once; groups ~ a few per SM, so small next to rows * width).
+Looped and split plans compute dx as before and sum dw in a separate pass over h and dy (two more
+reads). With ``need_dw=False`` (a frozen weight) no dw work is done at all.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .._device import device_info
+from ._launch import empty, launch
+from ._rows import plan_for
+from .plans import RMS_BWD_GROUPS_PER_SM
+
+
+@triton.jit
+def _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH: tl.constexpr):
+    dx = rstd * (w * dy - hf * ((c * rstd) * rstd))  # no rstd^3: it underflows for huge h
+    if HAS_DH:
+        dx += tl.load(dh_ptr + idx, mask=m, other=0.0).to(tl.float32)
+    return dx
+
+
+@triton.jit(do_not_specialize=["n_rows", "rows_per_prog"])
+def _rms_bwd_resident(
+    dy_ptr,
+    dh_ptr,
+    h_ptr,
+    w_ptr,
+    dx_ptr,
+    dwp_ptr,
+    n_rows,
+    rows_per_prog,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    HAS_DH: tl.constexpr,
+    HAS_DW: tl.constexpr,
+    PREFETCH: tl.constexpr,
+):
+    # Program g owns rows [g * rows_per_prog, (g + 1) * rows_per_prog), ROWS at a time, and
+    # writes its dw partial (sum over its rows of dy * h * rstd) to row g of dwp.
+    g = tl.program_id(0)
+    r0 = g.to(tl.int64) * rows_per_prog
+    r_end = tl.minimum(r0 + rows_per_prog, n_rows)
+    offs = tl.arange(0, BLOCK)[None, :]
+    cm = offs < N
+    acc = tl.zeros([ROWS, BLOCK], tl.float32)
+    if PREFETCH:
+        # Software pipelining: the next rows' h, dy (and dh) are loaded before the current rows
+        # are computed, so each program keeps two row blocks of loads in flight.
+        w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
+        rows = r0 + tl.arange(0, ROWS)
+        m = (rows < r_end)[:, None] & cm
+        idx = (rows * N)[:, None] + offs
+        h_n = tl.load(h_ptr + idx, mask=m, other=0.0)
+        dy_n = tl.load(dy_ptr + idx, mask=m, other=0.0)
+        dh_n = tl.load(dh_ptr + idx, mask=m, other=0.0) if HAS_DH else h_n
+        for _ in range(0, tl.cdiv(r_end - r0, ROWS)):
+            hf = h_n.to(tl.float32)
+            dy = dy_n.to(tl.float32)
+            dhf = dh_n.to(tl.float32)
+            cur_idx = idx
+            cur_m = m
+            rows += ROWS
+            m = (rows < r_end)[:, None] & cm
+            idx = (rows * N)[:, None] + offs
+            h_n = tl.load(h_ptr + idx, mask=m, other=0.0)
+            dy_n = tl.load(dy_ptr + idx, mask=m, other=0.0)
+            if HAS_DH:
+                dh_n = tl.load(dh_ptr + idx, mask=m, other=0.0)
+            rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
+            c = (tl.sum(hf * w * dy, 1) / N)[:, None]
+            dx = rstd * (w * dy - hf * ((c * rstd) * rstd))  # no rstd^3: it underflows for huge h
+            if HAS_DH:
+                dx += dhf
+            tl.store(dx_ptr + cur_idx, dx.to(dx_ptr.dtype.element_ty), mask=cur_m)
+            if HAS_DW:
+                acc += dy * hf * rstd
+    else:  # fewer live registers (wide rows): w re-read per row block (L1), no prefetch
+        for i in range(0, tl.cdiv(r_end - r0, ROWS)):
+            rows = r0 + i * ROWS + tl.arange(0, ROWS)
+            m = (rows < r_end)[:, None] & cm
+            idx = (rows * N)[:, None] + offs
+            hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
+            rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
+            c = (tl.sum(hf * w * dy, 1) / N)[:, None]
+            dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
+            tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
+            if HAS_DW:
+                acc += dy * hf * rstd
+    if HAS_DW:
+        tl.store(dwp_ptr + g.to(tl.int64) * N + offs, tl.sum(acc, 0)[None, :], mask=cm)
+
+
+@triton.jit
+def _rms_bwd_looped(
+    dy_ptr,
+    dh_ptr,
+    h_ptr,
+    w_ptr,
+    dx_ptr,
+    rstd_ptr,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    HAS_DH: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    ss = tl.zeros([BLOCK], tl.float32)
+    dot = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, N, BLOCK):
+        cols = start + offs
+        m = cols < N
+        hf = tl.load(h_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
+        ss += hf * hf
+        dot += hf * w * dy
+    rstd = 1.0 / tl.sqrt(tl.sum(ss, 0) / N + eps)
+    c = tl.sum(dot, 0) / N
+    for start in range(0, N, BLOCK):
+        cols = start + offs
+        m = cols < N
+        idx = row * N + cols
+        hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
+        dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
+        tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
+    tl.store(rstd_ptr + row, rstd)
+
+
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
+def _rms_bwd_split_stats(
+    dy_ptr, h_ptr, w_ptr, part_ptr, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
+):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    offs = tl.arange(0, BLOCK)
+    ss = tl.zeros([BLOCK], tl.float32)
+    dot = tl.zeros([BLOCK], tl.float32)
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
+        cols = start + offs
+        m = cols < N
+        hf = tl.load(h_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
+        ss += hf * hf
+        dot += hf * w * dy
+    out = part_ptr + (row * n_chunks + c) * 2
+    tl.store(out, tl.sum(ss, 0))
+    tl.store(out + 1, tl.sum(dot, 0))
+
+
+@triton.jit(do_not_specialize=["chunk", "n_chunks"])
+def _rms_bwd_split_write(
+    dy_ptr,
+    dh_ptr,
+    h_ptr,
+    w_ptr,
+    dx_ptr,
+    rstd_ptr,
+    part_ptr,
+    eps,
+    chunk,
+    n_chunks,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SPLIT_PAD: tl.constexpr,
+    HAS_DH: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    k = tl.arange(0, SPLIT_PAD)
+    pk = part_ptr + (row * n_chunks + k) * 2
+    ss = tl.sum(tl.load(pk, mask=k < n_chunks, other=0.0), 0)
+    cdot = tl.sum(tl.load(pk + 1, mask=k < n_chunks, other=0.0), 0) / N
+    rstd = 1.0 / tl.sqrt(ss / N + eps)
+    offs = tl.arange(0, BLOCK)
+    nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
+    lo = c * nb * BLOCK
+    for start in range(lo, lo + nb * BLOCK, BLOCK):
+        cols = start + offs
+        m = cols < N
+        idx = row * N + cols
+        hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
+        dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, cdot, HAS_DH)
+        tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
+    if c == 0:
+        tl.store(rstd_ptr + row, rstd)
+
+
+@triton.jit(do_not_specialize=["rows", "rows_per_group"])
+def _rms_dw_partial(
+    dy_ptr,
+    h_ptr,
+    rstd_ptr,
+    part_ptr,
+    rows,
+    rows_per_group,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    STEP: tl.constexpr,
+):
+    # Program (column block, row group) sums dy * h * rstd over its rows into FP32 partials,
+    # STEP rows per iteration (a [STEP, BLOCK] tile keeps several rows of loads in flight).
+    cb = tl.program_id(0)
+    g = tl.program_id(1)
+    cols = (cb * BLOCK + tl.arange(0, BLOCK))[None, :]
+    m = cols < N
+    acc = tl.zeros([STEP, BLOCK], tl.float32)
+    r0 = g.to(tl.int64) * rows_per_group
+    r_end = tl.minimum(r0 + rows_per_group, rows)
+    for i in range(0, tl.cdiv(r_end - r0, STEP)):
+        rr = r0 + i * STEP + tl.arange(0, STEP)
+        mm = (rr < r_end)[:, None] & m
+        idx = (rr * N)[:, None] + cols
+        hf = tl.load(h_ptr + idx, mask=mm, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + idx, mask=mm, other=0.0).to(tl.float32)
+        rs = tl.load(rstd_ptr + rr, mask=rr < r_end, other=0.0)[:, None]
+        acc += dy * hf * rs
+    tl.store(part_ptr + g.to(tl.int64) * N + cols, tl.sum(acc, 0)[None, :], mask=m)
+
+
+@triton.jit(do_not_specialize=["groups"])
+def _rms_dw_finish(
+    part_ptr, dw_ptr, groups, N: tl.constexpr, BLOCK: tl.constexpr, GROUPS: tl.constexpr
+):
+    # Adds the row groups' partials in a fixed order and rounds once: GROUPS partial rows per
+    # step (summed in the tree order tl.sum fixes at compile time), steps in order g = 0, 1, ...
+    # Several rows per step keep many loads in flight (one row per step is latency-bound).
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = cols < N
+    gi = tl.arange(0, GROUPS)[:, None]
+    acc = tl.zeros([BLOCK], tl.float32)
+    for g0 in range(0, groups, GROUPS):
+        g = g0 + gi
+        tile = tl.load(part_ptr + g.to(tl.int64) * N + cols[None, :], mask=(g < groups) & m)
+        acc += tl.sum(tl.where((g < groups) & m, tile, 0.0), 0)
+    tl.store(dw_ptr + cols, acc.to(dw_ptr.dtype.element_ty), mask=m)
+
+
+DW_BLOCK = 256  # columns per dw partial program (separate dw pass)
+DW_STEP = 8  # rows per step of a dw partial program
+# Finish kernel: 64 columns x 32 partial rows per step (8 KB of loads in flight per program,
+# cdiv(width, 64) programs). One partial row per step made the finish kernel the bottleneck of
+# the whole backward at 4096x4096 (R1: 68.7 us for 96 MB).
+DW_FINISH_BLOCK = 64
+DW_FINISH_GROUPS = 32
+
+
+def _finish_dw(part, dw, groups: int, n: int) -> None:
+    launch(_rms_dw_finish, (triton.cdiv(n, DW_FINISH_BLOCK),), part, dw, groups,
+        N=n, BLOCK=DW_FINISH_BLOCK, GROUPS=DW_FINISH_GROUPS, num_warps=4)  # fmt: skip
+
+
+def add_rms_norm_backward(
+    dy, dh, h, weight, eps: float, need_dx: bool = True, need_dw: bool = True, plan=None
+):
+    """Gradients (dx, dw): dx is shared by x and residual (and includes dh, the gradient that
+    flowed into the returned h); dw is deterministic (fixed-order FP32 partials, no atomics)."""
+    n = h.shape[-1]
+    rows = h.numel() // n
+    dy = dy.contiguous()
+    h = h.contiguous()
+    dh = dh.contiguous() if dh is not None else None
+    dx = empty(h.shape, h.dtype, h.device) if need_dx else None
+    dw = empty(weight.shape, weight.dtype, weight.device) if need_dw else None
+    if rows == 0:
+        if dw is not None:
+            dw.zero_()
+        return dx, dw
+    rstd = empty((rows,), torch.float32, h.device)  # per-row 1/rms for the separate dw pass
+    p = plan_for(rows, n, h.device, plan, "rms_bwd")
+    has_dh = dh is not None
+    dh_arg = dh if has_dh else dy  # never read when HAS_DH is False
+    dx_arg = dx if dx is not None else empty(h.shape, h.dtype, h.device)
+    if p.kind == "resident":
+        # Row groups: a few per SM (dw partials stay small), at most one per ROWS rows.
+        per_sm = p.programs_per_sm or RMS_BWD_GROUPS_PER_SM
+        groups = max(1, min(triton.cdiv(rows, p.rows), per_sm * device_info(h.device).sm_count))
+        rows_per_prog = triton.cdiv(rows, groups)
+        groups = triton.cdiv(rows, rows_per_prog)
+        dwp = empty((groups, n), torch.float32, h.device) if need_dw else rstd
+        launch(_rms_bwd_resident, (groups,),
+            dy, dh_arg, h, weight, dx_arg, dwp, rows, rows_per_prog, eps,
+            N=n, BLOCK=p.resident_block(n, False), ROWS=p.rows, HAS_DH=has_dh, HAS_DW=need_dw,
+            PREFETCH=p.prefetch, num_warps=p.num_warps,
+        )  # fmt: skip
+        if need_dw:
+            _finish_dw(dwp, dw, groups, n)
+        return dx, dw
+    if p.kind == "looped":
+        launch(_rms_bwd_looped, (rows,),
+            dy, dh_arg, h, weight, dx_arg, rstd, eps, N=n, BLOCK=p.block, HAS_DH=has_dh,
+            num_warps=p.num_warps,
+        )  # fmt: skip
+    else:
+        chunk, n_chunks = p.chunk(n), p.n_chunks(n)
+        part = empty((rows, n_chunks, 2), torch.float32, h.device)
+        launch(
+            _rms_bwd_split_stats,
+            (rows, n_chunks),
+            dy,
+            h,
+            weight,
+            part,
+            chunk,
+            n_chunks,
+            N=n,
+            BLOCK=p.block,
+            num_warps=p.num_warps,
+        )
+        launch(_rms_bwd_split_write, (rows, n_chunks),
+            dy, dh_arg, h, weight, dx_arg, rstd, part, eps, chunk, n_chunks, N=n, BLOCK=p.block,
+            SPLIT_PAD=p.split_pad(n), HAS_DH=has_dh, num_warps=p.num_warps,
+        )  # fmt: skip
+    if need_dw:
+        col_blocks = triton.cdiv(n, DW_BLOCK)
+        sm = device_info(h.device).sm_count
+        groups = max(1, min(triton.cdiv(rows, DW_STEP), triton.cdiv(8 * sm, col_blocks), 1024))
+        rows_per_group = triton.cdiv(rows, groups)
+        groups = triton.cdiv(rows, rows_per_group)
+        part = empty((groups, n), torch.float32, h.device)
+        launch(_rms_dw_partial, (col_blocks, groups), dy, h, rstd, part, rows, rows_per_group,
+            N=n, BLOCK=DW_BLOCK, STEP=DW_STEP, num_warps=4)  # fmt: skip
+        _finish_dw(part, dw, groups, n)
+    return dx, dw
