@@ -82,6 +82,26 @@ def _layout(a: torch.Tensor, b: torch.Tensor) -> int:
     )
 
 
+def hints(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = "m") -> int:
+    """Alignment facts Triton's specialization misses (it only marks ints divisible by 16).
+
+    Bits 0-5: strides of A, B, C (am, ak, bk, bn, cm, cn) that are multiples of 8 elements
+    (16 bytes) but not of 16; bit 6: M % 16 == 8 (only where M is a weight dimension, the "k"
+    entry point); bit 7: N % 16 == 8. The kernel turns each into ``tl.multiple_of(.., 8)`` so the
+    loads stay 16-byte vectors. Without them an N of 8 mod 16 ran at 0.12x cuBLAS (issue 11)."""
+    bits = 0
+    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    for i, s in enumerate(strides):
+        if s % 8 == 0 and s % 16:
+            bits |= 1 << i
+    M, N = c.shape
+    if token_dim == "k" and M % 8 == 0 and M % 16:
+        bits |= 64
+    if N % 8 == 0 and N % 16:
+        bits |= 128
+    return bits
+
+
 # Hopper (sm_90) configs: 228 KB of shared memory per SM allows 128x256x64 tiles 3 stages deep
 # ((128*64 + 64*256) * 2 B * 3 = 144 KB); 8 warps = two warpgroups issuing wgmma. Smaller tiles are
 # for small or skinny problems where the big tiles leave most SMs idle.
@@ -137,8 +157,23 @@ def _gemm_tile(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     UPCAST: tl.constexpr,
+    HINTS: tl.constexpr,
 ):
     # I/O: read A (M*K) + read B (K*N) + write C (M*N), elements of a.dtype; 2*M*N*K FLOPs.
+    # HINTS (see hints()): leading strides / sizes known to be multiples of 8 elements (16 bytes)
+    # but not of 16, which Triton's specialization would miss: without them the loads go scalar.
+    if HINTS & 1:
+        stride_am = tl.multiple_of(stride_am, 8)
+    if HINTS & 2:
+        stride_ak = tl.multiple_of(stride_ak, 8)
+    if HINTS & 4:
+        stride_bk = tl.multiple_of(stride_bk, 8)
+    if HINTS & 8:
+        stride_bn = tl.multiple_of(stride_bn, 8)
+    if HINTS & 16:
+        stride_cm = tl.multiple_of(stride_cm, 8)
+    if HINTS & 32:
+        stride_cn = tl.multiple_of(stride_cn, 8)
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -154,6 +189,10 @@ def _gemm_tile(
     # Wrapped row/column offsets: the last tile re-reads valid rows instead of masking every load.
     offs_am = ((pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M).to(tl.int64)
     offs_bn = ((pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N).to(tl.int64)
+    if HINTS & 64:  # M % 8 == 0: the wrapped rows still come in aligned runs of 8
+        offs_am = tl.max_contiguous(tl.multiple_of(offs_am, 8), 8)
+    if HINTS & 128:
+        offs_bn = tl.max_contiguous(tl.multiple_of(offs_bn, 8), 8)
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :].to(tl.int64) * stride_ak
     b_ptrs = b_ptr + offs_k[:, None].to(tl.int64) * stride_bk + offs_bn[None, :] * stride_bn
@@ -212,12 +251,13 @@ def _gemm_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     UPCAST: tl.constexpr,
+    HINTS: tl.constexpr,
 ):
     """Token count in M (forward, dA): M is never specialized, so every M shares one binary."""
     _gemm_tile(
         a_ptr, b_ptr, c_ptr, M, N, K,
         stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, UPCAST,
+        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, UPCAST, HINTS,
     )  # fmt: skip
 
 
@@ -244,12 +284,13 @@ def _gemm_kernel_kred(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     UPCAST: tl.constexpr,
+    HINTS: tl.constexpr,
 ):
     """Token count in K (dB = A^T @ dC): K is never specialized, so every K shares one binary."""
     _gemm_tile(
         a_ptr, b_ptr, c_ptr, M, N, K,
         stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, UPCAST,
+        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, UPCAST, HINTS,
     )  # fmt: skip
 
 
@@ -268,21 +309,24 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
     M, K = a.shape
     N = b.shape[1]
     kernel = _KERNELS[token_dim]
+    h = hints(a, b, c, token_dim)
     args = (
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        _bucket(M), _bucket(K), _layout(a, b),
+        _bucket(M), _bucket(K), _layout(a, b) | h << 4,
     )  # fmt: skip
     if interpreter_enabled():
         cfg = _INTERPRETER_CONFIG
         grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
-        launch(kernel.fn, grid, *args, **cfg, UPCAST=a.dtype == torch.bfloat16, num_warps=4)
+        launch(
+            kernel.fn, grid, *args, **cfg, UPCAST=a.dtype == torch.bfloat16, HINTS=h, num_warps=4
+        )
         return
 
     def grid(meta):
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
-    launch(kernel, grid, *args, UPCAST=False)
+    launch(kernel, grid, *args, UPCAST=False, HINTS=h)
 
 
 def _fill_degenerate(a: torch.Tensor, c: torch.Tensor) -> bool:

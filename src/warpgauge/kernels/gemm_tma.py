@@ -1,0 +1,127 @@
+"""GEMM through Hopper's tensor-memory accelerator (TMA): ``C = A @ B`` with tensor descriptors.
+
+Each operand is described by a host ``TensorDescriptor`` over the storage as it lies in memory
+(row-major, or its transpose for a column-major view), so the TMA unit copies whole
+``BLOCK x BLOCK_K`` boxes into shared memory asynchronously, zero-fills boxes that run past
+M, N or K, and clips the store of C: no masks, no wrapped offsets, and any M, N, K. A transposed
+operand is a transposed box (``A_T`` / ``B_T``) handed to ``tl.dot`` as ``.T`` (wgmma reads both
+shared-memory majors), never a copy.
+
+Eligible when every operand has a unit stride and its other stride and base address are 16-byte
+aligned (a BF16 row of any multiple of 8 elements), and C is row-major; ``eligible`` checks it.
+Otherwise the pointer kernel (``gemm_tile``) runs.
+
+Schedules: ``PERSISTENT = False`` launches one program per output tile in grouped order;
+``PERSISTENT = True`` launches ``num_progs`` programs that walk the tiles in the same order.
+
+Traffic (compulsory): read A (M*K) + B (K*N) + write C (M*N) elements; FLOPs 2*M*N*K.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = ["eligible", "descriptors", "tma_kernel", "set_block_shapes"]
+
+
+def _aligned(t: torch.Tensor) -> bool:
+    """A unit stride, the other stride a multiple of 16 bytes, base 16-byte aligned."""
+    e = t.element_size()
+    s0, s1 = t.stride()
+    if t.data_ptr() % 16:
+        return False
+    if s1 == 1:
+        return (s0 * e) % 16 == 0 and s0 >= t.shape[1]
+    if s0 == 1:
+        return (s1 * e) % 16 == 0 and s1 >= t.shape[0]
+    return False
+
+
+def eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
+    if a.device.type != "cuda" or torch.cuda.get_device_capability(a.device)[0] < 9:
+        return False
+    if min(a.shape[0], a.shape[1], b.shape[1]) < 1:
+        return False
+    return _aligned(a) and _aligned(b) and c.stride(1) == 1 and _aligned(c)
+
+
+def _desc(t: torch.Tensor, transposed: bool):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    if transposed:  # column-major view: describe the row-major storage t.T
+        s = t.t()
+        return TensorDescriptor(s, list(s.shape), list(s.stride()), [16, 16])
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), [16, 16])
+
+
+def descriptors(a, b, c):
+    """(a_desc, b_desc, c_desc, A_T, B_T): block shapes are set per config by set_block_shapes."""
+    a_t = a.stride(1) != 1
+    b_t = b.stride(1) != 1
+    return _desc(a, a_t), _desc(b, b_t), _desc(c, False), a_t, b_t
+
+
+def set_block_shapes(nargs) -> None:
+    """Autotuner pre_hook: the descriptors' boxes follow the config being run."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bk, bm] if nargs["A_T"] else [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_T"] else [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn]
+
+
+@triton.jit
+def _tile_ids(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = tile // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((tile % num_pid_in_group) % group_size_m)
+    pid_n = (tile % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _tile(a_desc, b_desc, off_m, off_n, K, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr,
+          BLOCK_N: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
+          UPCAST: tl.constexpr, WS: tl.constexpr):  # fmt: skip
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kt in tl.range(0, tl.cdiv(K, BLOCK_K), warp_specialize=WS):
+        off_k = kt * BLOCK_K
+        if A_T:
+            a = a_desc.load([off_k, off_m]).T
+        else:
+            a = a_desc.load([off_m, off_k])
+        if B_T:
+            b = b_desc.load([off_n, off_k]).T
+        else:
+            b = b_desc.load([off_k, off_n])
+        if UPCAST:  # interpreter only: its BF16 tl.dot is wrong; FP32 products of BF16 are exact
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit(do_not_specialize=["M", "K", "num_progs", "M_BUCKET", "K_BUCKET", "LAYOUT"])
+def tma_kernel(
+    a_desc, b_desc, c_desc, M, N, K, num_progs, M_BUCKET, K_BUCKET, LAYOUT,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    A_T: tl.constexpr, B_T: tl.constexpr, PERSISTENT: tl.constexpr, WS: tl.constexpr,
+    UPCAST: tl.constexpr,
+):  # fmt: skip
+    # I/O: read A (M*K) + B (K*N) + write C (M*N) elements; 2*M*N*K FLOPs.
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    if PERSISTENT:
+        for tile in range(tl.program_id(0), num_pid_m * num_pid_n, num_progs):
+            pid_m, pid_n = _tile_ids(tile, num_pid_m, num_pid_n, GROUP_M)
+            acc = _tile(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, K, BLOCK_K, BLOCK_M,
+                        BLOCK_N, A_T, B_T, UPCAST, WS)  # fmt: skip
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+    else:
+        pid_m, pid_n = _tile_ids(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+        acc = _tile(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, K, BLOCK_K, BLOCK_M,
+                    BLOCK_N, A_T, B_T, UPCAST, WS)  # fmt: skip
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))  # one rounding
