@@ -89,7 +89,7 @@ def gemm_case(M, N, K, layout, variant, l2):
             def call(b):
                 h = gm.hints(a, b, c) if use_h else 0
                 grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-                gm._gemm_kernel.fn[grid](
+                gm._KERNELS["m"].fn[grid](
                     a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                     c.stride(0), c.stride(1), 1, 1, 0,
                     BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, UPCAST=False, HINTS=h,
@@ -114,7 +114,7 @@ def gemm_case(M, N, K, layout, variant, l2):
                 tm.set_block_shapes(dict(meta, a_desc=ad, b_desc=bd, c_desc=cd))
                 tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
                 grid = (min(tiles, _sms()),) if pers else (tiles,)
-                tm.tma_kernel[grid](ad, bd, cd, M, N, K, grid[0], 1, 1, 0,
+                tm.tma_kernel[grid](ad, bd, cd, M, N, K, 1, 1, 0,
                                     num_warps=w, num_stages=st, **meta)  # fmt: skip
                 if kind == "padtma":
                     c.copy_(cc)

@@ -12,7 +12,8 @@ aligned (a BF16 row of any multiple of 8 elements), and C is row-major; ``eligib
 Otherwise the pointer kernel (``gemm_tile``) runs.
 
 Schedules: ``PERSISTENT = False`` launches one program per output tile in grouped order;
-``PERSISTENT = True`` launches ``num_progs`` programs that walk the tiles in the same order.
+``PERSISTENT = True`` launches at most one program per SM; each walks the tiles in the same order
+with a stride of the grid size.
 
 Traffic (compulsory): read A (M*K) + B (K*N) + write C (M*N) elements; FLOPs 2*M*N*K.
 """
@@ -23,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["eligible", "descriptors", "tma_kernel", "set_block_shapes"]
+__all__ = ["eligible", "descriptors", "tma_kernel", "tma_kernel_tuned", "set_block_shapes"]
 
 
 def _aligned(t: torch.Tensor) -> bool:
@@ -104,9 +105,9 @@ def _tile(a_desc, b_desc, off_m, off_n, K, BLOCK_K: tl.constexpr, BLOCK_M: tl.co
     return acc
 
 
-@triton.jit(do_not_specialize=["M", "K", "num_progs", "M_BUCKET", "K_BUCKET", "LAYOUT"])
+@triton.jit(do_not_specialize=["M", "K", "M_BUCKET", "K_BUCKET", "LAYOUT"])
 def tma_kernel(
-    a_desc, b_desc, c_desc, M, N, K, num_progs, M_BUCKET, K_BUCKET, LAYOUT,
+    a_desc, b_desc, c_desc, M, N, K, M_BUCKET, K_BUCKET, LAYOUT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     A_T: tl.constexpr, B_T: tl.constexpr, PERSISTENT: tl.constexpr, WS: tl.constexpr,
     UPCAST: tl.constexpr,
@@ -115,7 +116,7 @@ def tma_kernel(
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     if PERSISTENT:
-        for tile in range(tl.program_id(0), num_pid_m * num_pid_n, num_progs):
+        for tile in range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0)):
             pid_m, pid_n = _tile_ids(tile, num_pid_m, num_pid_n, GROUP_M)
             acc = _tile(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, K, BLOCK_K, BLOCK_M,
                         BLOCK_N, A_T, B_T, UPCAST, WS)  # fmt: skip
@@ -125,3 +126,50 @@ def tma_kernel(
         acc = _tile(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, K, BLOCK_K, BLOCK_M,
                     BLOCK_N, A_T, B_T, UPCAST, WS)  # fmt: skip
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))  # one rounding
+
+
+# Hopper configs (228 KB shared memory per SM: 128x256x64 x 3 stages = 144 KB). Placeholder list
+# until the H200 sweep (results/gemm-tuning-h200/) picks the schedules worth keeping.
+def _cfg(bm, bn, bk, stages, warps, persistent=False, ws=False):
+    return triton.Config(
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PERSISTENT": persistent,
+         "WS": ws},
+        num_stages=stages, num_warps=warps, pre_hook=set_block_shapes,
+    )  # fmt: skip
+
+
+CONFIGS = [
+    _cfg(128, 256, 64, 3, 8),
+    _cfg(256, 128, 64, 3, 8),
+    _cfg(128, 128, 64, 4, 8),
+    _cfg(128, 128, 64, 4, 4),
+    _cfg(64, 256, 64, 4, 4),
+    _cfg(64, 128, 64, 4, 4),
+    _cfg(128, 64, 64, 4, 4),
+    _cfg(64, 64, 64, 4, 4),
+]
+INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4,
+                      "PERSISTENT": False, "WS": False}  # fmt: skip
+
+
+def _prune(configs, named_args, **kwargs):
+    """Skip tiles far wider than the problem (they only add idle lanes and tuning time)."""
+    m_cap = max(64, named_args["M_BUCKET"])
+    n_cap = max(64, triton.next_power_of_2(named_args["N"]))
+    kept = [c for c in configs if c.kwargs["BLOCK_M"] <= m_cap and c.kwargs["BLOCK_N"] <= n_cap]
+    return kept or [configs[-1]]
+
+
+tma_kernel_tuned = triton.autotune(
+    configs=CONFIGS,
+    key=["M_BUCKET", "N", "K_BUCKET", "LAYOUT"],
+    prune_configs_by={"early_config_prune": _prune},
+)(tma_kernel)
+
+
+def grid(M: int, N: int, sm_count: int):
+    def g(meta):
+        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+        return (min(tiles, sm_count) if meta["PERSISTENT"] else tiles,)
+
+    return g
