@@ -24,6 +24,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .._device import interpreter_enabled
+
 __all__ = ["eligible", "descriptors", "tma_kernel", "tma_kernel_tuned", "set_block_shapes"]
 
 
@@ -41,7 +43,11 @@ def _aligned(t: torch.Tensor) -> bool:
 
 
 def eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
-    if a.device.type != "cuda" or torch.cuda.get_device_capability(a.device)[0] < 9:
+    """TMA needs sm_90+ (or the interpreter, which emulates descriptors on CPU tensors)."""
+    if a.device.type == "cuda":
+        if torch.cuda.get_device_capability(a.device)[0] < 9:
+            return False
+    elif not interpreter_enabled():
         return False
     if min(a.shape[0], a.shape[1], b.shape[1]) < 1:
         return False
