@@ -59,6 +59,7 @@ __all__ = [
     "gemm_grad_b",
     "work",
     "compiled_variants",
+    "tuning_log",
     "M_BUCKET_MAX",
 ]
 
@@ -78,6 +79,32 @@ def compiled_variants(which: str | None = None) -> int:
     else:
         chosen = kernels[which]
     return sum(_count(k) for k in chosen)
+
+
+_TUNING: list[dict] = []
+
+
+def tuning_log() -> list[dict]:
+    """One record per autotuning this process ran: kernel, key (M bucket, N, K bucket, layout
+    code), the chosen config, and the tuning time in seconds (compiling and timing every
+    surviving config). A later call whose key is in the log reuses that config: no tuning."""
+    return list(_TUNING)
+
+
+def _tuned_launch(kernel, grid, *args, **meta) -> None:
+    seen = len(kernel.cache)
+    launch(kernel, grid, *args, **meta)
+    if len(kernel.cache) > seen:  # this call tuned a new key
+        key = list(kernel.cache)[-1]
+        cfg = kernel.cache[key]
+        _TUNING.append(
+            dict(
+                kernel=kernel.fn.__name__,
+                key=[k for k in key if isinstance(k, int)][:4],
+                config=dict(cfg.kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages),
+                tuning_s=getattr(kernel, "bench_time", None),
+            )
+        )
 
 
 def _path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str) -> str:
@@ -120,7 +147,9 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
             launch(tma.tma_kernel, grid, *args, **meta, num_warps=4)
             return
         sms = device_info(a.device).sm_count
-        launch(tma.tma_kernel_tuned, tma.grid(M, N, sms), *args, A_T=a_t, B_T=b_t, UPCAST=False)
+        _tuned_launch(
+            tma.tma_kernel_tuned, tma.grid(M, N, sms), *args, A_T=a_t, B_T=b_t, UPCAST=False
+        )
         return
     kernel = _KERNELS[token_dim]
     args = (
@@ -136,7 +165,7 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
     def grid(meta):
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
-    launch(kernel, grid, *args, UPCAST=False, HINTS=h)
+    _tuned_launch(kernel, grid, *args, UPCAST=False, HINTS=h)
 
 
 def _launch_skinny(a, b, c, upcast: bool, plan: skinny.SkinnyPlan | None = None) -> None:

@@ -25,6 +25,7 @@ import triton
 import triton.language as tl
 
 from .._device import interpreter_enabled
+from .gemm_tile import quick_bench
 
 __all__ = ["eligible", "descriptors", "tma_kernel", "tma_kernel_tuned", "set_block_shapes"]
 
@@ -170,6 +171,7 @@ tma_kernel_tuned = triton.autotune(
     configs=CONFIGS,
     key=["M_BUCKET", "N", "K_BUCKET", "LAYOUT"],
     prune_configs_by={"early_config_prune": _prune},
+    do_bench=quick_bench,
 )(tma_kernel)
 
 
