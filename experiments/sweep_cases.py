@@ -272,7 +272,7 @@ def int4_cases(l2):
         for N, K in shapes:
             v = ["tinygemm", "dense", "wg"]
             if M == 1:
-                for bn, w, gpi in ((64, 2, 1), (64, 4, 1), (128, 4, 1), (32, 2, 1)):
+                for bn, w, gpi in ((64, 2, 1), (64, 4, 1), (128, 4, 1), (32, 2, 1), (64, 2, 2)):
                     for split in (1, 2, 4):
                         v.append(f"p:1,{bn},{gpi},{split},{w},1,0")
             for bn, st, asm in ((64, 3, 0), (64, 3, 1), (128, 3, 1), (32, 3, 1)):
