@@ -246,12 +246,12 @@ def int4_case(M, N, K, variant, l2):
                 plan = i4.Int4Plan(block_m=bm, block_n=bn, groups_per_iter=gpi, split_k=split,
                                    num_warps=w, num_stages=st)  # fmt: skip
 
-            def call(p):
-                i4.USE_ASM_DECODE = bool(asm)
+            def call(p):  # asm: bit 0 the PTX decode, bit 1 the one-row x broadcast
+                i4.USE_ASM_DECODE, i4.ONE_ROW_BROADCAST = bool(asm & 1), bool(asm & 2)
                 try:
                     return i4.int4_linear_packed(x, p[0], p[1], 128, plan)
                 finally:
-                    i4.USE_ASM_DECODE = False
+                    i4.USE_ASM_DECODE = i4.ONE_ROW_BROADCAST = False
 
         return _rotating(packs, call), lambda out: _rel(out, ref)
 
@@ -275,7 +275,10 @@ def int4_cases(l2):
                 for bn, w, gpi in ((64, 2, 1), (64, 4, 1), (128, 4, 1), (32, 2, 1), (64, 2, 2)):
                     for split in (1, 2, 4):
                         v.append(f"p:1,{bn},{gpi},{split},{w},1,0")
-            for bn, st, asm in ((64, 3, 0), (64, 3, 1), (128, 3, 1), (32, 3, 1)):
+            dots = [(64, 3, 0), (64, 3, 1), (128, 3, 1), (32, 3, 1)]
+            if M == 1:
+                dots += [(64, 3, 3), (128, 3, 3)]
+            for bn, st, asm in dots:
                 for split in (1, 2, 4, 8):
                     v.append(f"p:16,{bn},1,{split},4,{st},{asm}")
             out += [int4_case(M, N, K, x, _l2) for x in v for _l2 in (l2,)]

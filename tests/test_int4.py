@@ -311,6 +311,19 @@ def test_int4_linear_every_forced_path(plan, M, dtype, poison):
 
 
 @kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("plan", FORCED[2:], ids=lambda p: f"{p.path}-s{p.split_k}")
+def test_int4_one_row_broadcast_on_tensor_core_paths(plan, dtype, poison, monkeypatch):
+    # M == 1 on a tensor-core plan with ONE_ROW_BROADCAST: x is loaded once per group and
+    # broadcast to the dot's columns instead of re-reading 16 wrapped copies of the row.
+    monkeypatch.setattr(int4_mod, "ONE_ROW_BROADCAST", True)
+    x, qw, w_exact = _case(1, 21, 320, 64, dtype, seed=5)
+    assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"{plan}")
+    xs = _case(2, 21, 640, 64, dtype, seed=6)[0][:1, ::2]  # one row with stride_xk = 2
+    assert_close(int4_linear(xs, qw, plan=plan), int4_linear_ref(xs, w_exact))
+
+
+@kernels
 @pytest.mark.parametrize(
     "plan",
     [

@@ -80,6 +80,8 @@ MIN_GROUPS_PER_SPLIT = 8  # each split streams >= 8 groups: its prologue and par
 MAX_SPLIT_K = 16
 # The PTX nibble decode (_DECODE_ASM) for the tensor-core paths; off under the interpreter.
 USE_ASM_DECODE = False
+# M == 1 on the tensor-core paths: load x once per group and broadcast it (not 16 wrapped rows).
+ONE_ROW_BROADCAST = False
 
 
 def _pow2_floor(n: int) -> int:
@@ -344,7 +346,7 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
               stride_xm, stride_xk, stride_wn, stride_sn,
               GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
               BLOCK_N: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr,
-              ASM: tl.constexpr):  # fmt: skip
+              ASM: tl.constexpr, ONE_ROW: tl.constexpr):  # fmt: skip
     # Per group: read BLOCK_N x GROUP/2 weight bytes + BLOCK_N scales (DRAM stream) and the
     # GROUP x BLOCK_M slice of x (L2); one [BLOCK_N, GROUP] x [GROUP, BLOCK_M] tensor-core product.
     HALF: tl.constexpr = GROUP // 2
@@ -356,15 +358,25 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
         + (g_start * GROUP + cc).to(tl.int64)[:, None] * stride_xk
         + offs_m.to(tl.int64)[None, :] * stride_xm
     )
+    # ONE_ROW (M == 1): x is one row, loaded once per group and broadcast to the dot's 16 columns
+    x1_ptrs = x_ptr + (g_start * GROUP + cc).to(tl.int64) * stride_xk
     s_ptrs = s_ptr + offs_n.to(tl.int64) * stride_sn + g_start
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for _ in range(g_start, g_end):
         if HALF_PAD == HALF:
             b = tl.load(w_ptrs)
-            xt = tl.load(x_ptrs)
+            if ONE_ROW:
+                xt = tl.broadcast_to(tl.load(x1_ptrs)[:, None], (2 * HALF_PAD, BLOCK_M))
+            else:
+                xt = tl.load(x_ptrs)
         else:
             b = tl.load(w_ptrs, mask=(jj < HALF)[None, :], other=0)
-            xt = tl.load(x_ptrs, mask=(cc < GROUP)[:, None], other=0.0)
+            if ONE_ROW:
+                xv = tl.load(x1_ptrs, mask=cc < GROUP, other=0.0)
+                xt = tl.broadcast_to(xv[:, None], (2 * HALF_PAD, BLOCK_M))
+            else:
+                xt = tl.load(x_ptrs, mask=(cc < GROUP)[:, None], other=0.0)
+        x1_ptrs += GROUP * stride_xk
         sc = tl.load(s_ptrs).to(tl.float32)
         w_ptrs += HALF
         x_ptrs += GROUP * stride_xk
@@ -383,7 +395,8 @@ def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
                     GROUP: tl.constexpr, HALF_PAD: tl.constexpr, WPAD: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GPI: tl.constexpr,
                     SPLIT_K: tl.constexpr, X_BF16: tl.constexpr,
-                    UPCAST: tl.constexpr, ASM: tl.constexpr = False):  # fmt: skip
+                    UPCAST: tl.constexpr, ASM: tl.constexpr = False,
+                    ONE_ROW: tl.constexpr = False):  # fmt: skip
     # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K, write y M*N; with
     # SPLIT_K > 1 also write + read SPLIT_K*M*N FP32 partials. FLOPs 2*M*N*K.
     # w_ptr: the packed weight as int32 words (BLOCK_M == 1) or bytes (tensor-core paths);
@@ -419,7 +432,8 @@ def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         acc = _tile_dot(x_ptr, w_ptr, s_ptr, offs_m % M, rows_n, g_start, g_end,
                         stride_xm, stride_xk, stride_wn, stride_sn,
-                        GROUP, HALF_PAD, BLOCK_M, BLOCK_N, X_BF16, UPCAST, ASM)  # fmt: skip
+                        GROUP, HALF_PAD, BLOCK_M, BLOCK_N, X_BF16, UPCAST, ASM,
+                        ONE_ROW)  # fmt: skip
         mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
         if SPLIT_K == 1:
             y_ptrs = (
@@ -619,6 +633,7 @@ def int4_linear_packed(
         WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
         BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
         X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, ASM=USE_ASM_DECODE and not upcast,
+        ONE_ROW=ONE_ROW_BROADCAST and M == 1 and plan.block_m > 1,
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )  # fmt: skip
     if plan.split_k > 1:
