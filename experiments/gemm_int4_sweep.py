@@ -100,9 +100,10 @@ def main():
     ap.add_argument("--warm-timeout", type=int, default=70)
     ap.add_argument("--budget", type=float, default=100.0)
     ap.add_argument("--tag", default="sweep")
+    ap.add_argument("--set", default="explore", choices=["explore", "final"])
     args = ap.parse_args()
     t_start = time.time()
-    cases = all_cases(args.only, l2_bytes())
+    cases = all_cases(args.only, l2_bytes(), args.set)
     if args.part >= 0:  # warm-up worker: compile only
         for c in cases:  # one worker per compile class: variant x alignment of the shape
             if zlib.crc32(c["compile_key"].encode()) % args.nparts != args.part:
@@ -125,7 +126,7 @@ def main():
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         procs = [
             subprocess.Popen(
-                [sys.executable, __file__, "--only", args.only, "--part", str(i),
+                [sys.executable, __file__, "--only", args.only, "--set", args.set, "--part", str(i),
                  "--nparts", str(args.warm_workers)],
                 env=env,
             )
@@ -153,6 +154,10 @@ def main():
                 json.dump(recs, f)
     with open(path, "w") as f:
         json.dump(recs, f, indent=0)
+    from warpgauge.kernels import gemm as gm
+
+    with open(os.path.join(args.out, f"{args.tag}_tuning.json"), "w") as f:
+        json.dump(gm.tuning_log(), f, indent=0, default=str)
     summarize(recs)
 
 

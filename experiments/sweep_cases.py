@@ -295,7 +295,13 @@ def int4_cases(l2):
     return out
 
 
-def all_cases(only, l2):
+def all_cases(only, l2, which="explore"):
+    if which == "final":
+        return [c for c in final_cases(l2) if only in ("", c["group"].split("_")[0])]
+    return explore_cases(only, l2)
+
+
+def explore_cases(only, l2):
     """Priority order (the timing loop stops at its budget): INT4 batch 1, big GEMMs, skinny GEMMs,
     INT4 batch 4/16, INT4 large batches."""
     i4c = int4_cases(l2) if only in ("", "int4") else []
@@ -305,3 +311,67 @@ def all_cases(only, l2):
     big = [c for c in gc if c["group"] == "gemm"]
     skinny = [c for c in gc if c["group"] == "skinny"]
     return first + big + skinny + rest
+
+
+# ------------------------------------------------------------------------- final (public functions)
+
+
+def _bwd_case(M, N, K, which, variant, l2):
+    """dA = dC @ B^T (which="da") or dB = A^T @ dC ("db") for C = A @ B, B = w.t() (F.linear)."""
+
+    def build():
+        def make():
+            g = torch.Generator(device="cuda").manual_seed(M + N + K)
+            a = torch.randn(M, K, generator=g, device="cuda").to(DT)
+            w = torch.randn(N, K, generator=g, device="cuda").to(DT)
+            dc = torch.randn(M, N, generator=g, device="cuda").to(DT)
+            ref = dc.float() @ w.float() if which == "da" else a.float().t() @ dc.float()
+            return a, w, dc, ref
+
+        a, w, dc, ref = _cached(("b", M, N, K, which), make)
+        if variant == "cublas":
+            fn = (lambda: torch.mm(dc, w)) if which == "da" else (lambda: torch.mm(a.t(), dc))
+        elif which == "da":
+            fn = lambda: gm.gemm_grad_a(dc, w.t())  # noqa: E731
+        else:
+            fn = lambda: gm.gemm_grad_b(dc, a)  # noqa: E731
+        return fn, lambda out: _rel(out, ref)
+
+    return dict(group=f"gemm_{which}", shape=f"{M}x{N}x{K} NT", variant=variant,
+                baseline=variant == "cublas", build=build,
+                compile_key=f"{which}|{N % 16}|{K % 16}")  # fmt: skip
+
+
+def final_cases(l2):
+    """The public functions (default dispatch, autotuned) against the baselines, broad sweep."""
+    g = []
+    shapes = [(s, s, s, "NN") for s in (256, 512, 1024, 2048, 4096, 8192)]
+    for T in (128, 512, 2048, 4096, 16384):
+        shapes += [(T, 14336, 4096, "NT"), (T, 4096, 14336, "NT")]
+    for T in (512, 4096):
+        shapes += [(T, 4096, 4096, "NT"), (T, 6144, 4096, "NT"), (T, 28672, 8192, "NT")]
+    shapes += [
+        (4096, 4104, 4096, "NN"), (4104, 4096, 4096, "NN"), (4096, 4096, 4104, "NN"),
+        (4095, 4096, 4096, "NN"), (4096, 4095, 4096, "NN"), (4096, 4096, 4095, "NN"),
+        (4095, 4095, 4095, "NN"), (2047, 2047, 2047, "NN"), (3000, 3000, 3000, "NN"),
+        (2048, 2056, 2048, "NN"), (4096, 4104, 4096, "NT"), (4095, 4095, 4095, "NT"),
+        (4096, 4096, 4096, "TN"), (4096, 4096, 4096, "TT"), (4096, 4096, 4096, "sliced"),
+        (1000, 768, 520, "NN"), (16384, 1024, 1024, "NN"),
+    ]  # fmt: skip
+    for M in (1, 2, 4, 8, 16, 32, 48, 64):
+        shapes.append((M, 4096, 4096, "NT"))
+    for M in (1, 16, 64):
+        shapes += [(M, 14336, 4096, "NT"), (M, 4096, 14336, "NT"), (M, 28672, 8192, "NT"),
+                   (M, 4104, 4095, "NT")]  # fmt: skip
+    for M, N, K, lay in shapes:
+        g += [gemm_case(M, N, K, lay, v, l2) for v in ("cublas", "auto")]
+    for M, N, K in ((4096, 4096, 4096), (4096, 14336, 4096), (4096, 4104, 4096), (16384, 4096, 4096),
+                    (2048, 4096, 14336), (64, 4096, 4096), (1, 4096, 4096), (4095, 4095, 4095)):  # fmt: skip
+        for which in ("da", "db"):
+            g += [_bwd_case(M, N, K, which, v, l2) for v in ("cublas", "auto")]
+    i4 = []
+    for N, K in ((28672, 8192), (8192, 8192), (128256, 4096), (14336, 4096), (4096, 14336),
+                 (4096, 4096)):  # fmt: skip
+        for M in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+            i4 += [int4_case(M, N, K, v, l2) for v in ("tinygemm", "dense", "wg")]
+    return i4 + g
