@@ -129,7 +129,7 @@ def gemm_case(M, N, K, layout, variant, l2):
                 h = gm.hints(a, b, c) & 0xBF
                 sk.skinny_kernel[plan.grid(M, N)](
                     a, b, c, part, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                    c.stride(0), c.stride(1), plan.k_per_split(K), 1, 1, 0,
+                    c.stride(0), c.stride(1), plan.steps_per_split(K), 1, 1, 0,
                     BLOCK_M=plan.block_m, BLOCK_N=bn, BLOCK_K=bk, PARTIAL=split > 1, HINTS=h,
                     UPCAST=False, num_warps=w, num_stages=st,
                 )  # fmt: skip

@@ -434,4 +434,4 @@ def test_skinny_plan_rule():
     assert p.block_m == 16 and p.split_k > 1
     assert P.for_shape(64, 4096, 4096, 132).block_m == 64
     assert P.for_shape(3, 64, 64, 132).split_k == 1  # too little K to split
-    assert p.k_per_split(4096) % p.block_k == 0
+    assert p.steps_per_split(4096) * p.block_k * p.split_k >= 4096

@@ -38,6 +38,7 @@ order keeps that reuse in L2, so DRAM traffic stays close to the compulsory byte
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import torch
 import triton
@@ -49,7 +50,15 @@ from . import gemm_tma as tma
 from ._launch import compiled_variants as _count
 from ._launch import empty, launch
 from .gemm_skinny import SKINNY_MAX_M
-from .gemm_tile import _INTERPRETER_CONFIG, _KERNELS, M_BUCKET_MAX, _bucket, _layout, hints  # noqa: F401
+from .gemm_tile import (  # noqa: F401
+    _INTERPRETER_CONFIG,
+    _KERNELS,
+    M_BUCKET_MAX,
+    _bucket,
+    _layout,
+    hints,
+    quick_bench,
+)
 from .work import Work, esize
 
 __all__ = [
@@ -89,6 +98,25 @@ def tuning_log() -> list[dict]:
     code), the chosen config, and the tuning time in seconds (compiling and timing every
     surviving config). A later call whose key is in the log reuses that config: no tuning."""
     return list(_TUNING)
+
+
+_TMA_CHOICE: dict[tuple, triton.Config] = {}
+
+
+def _tune(key: tuple, configs: list, run) -> triton.Config:
+    """Time every config of the TMA kernel once for this key (compiling it on first use) and keep
+    the fastest. Our own tuner: Triton's Autotuner needs a config pre-hook to resize the host
+    descriptors' boxes, and wrap_triton (the one launch path) refuses pre-hooks."""
+    t0 = time.perf_counter()
+    if len(configs) == 1:
+        best = configs[0]
+    else:
+        times = [quick_bench(lambda c=c: run(c)) for c in configs]
+        best = configs[min(range(len(configs)), key=times.__getitem__)]
+    cfg = dict(best.kwargs, num_warps=best.num_warps, num_stages=best.num_stages)
+    _TUNING.append(dict(kernel="tma_kernel", key=list(key[1:5]), config=cfg,
+                        tuning_s=time.perf_counter() - t0))  # fmt: skip
+    return best
 
 
 def _tuned_launch(kernel, grid, *args, **meta) -> None:
@@ -138,18 +166,27 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
     h = hints(a, b, c, token_dim)
     keys = (_bucket(M), _bucket(K), _layout(a, b) | h << 4)
     if path == "tma":
-        a_desc, b_desc, c_desc, a_t, b_t = tma.descriptors(a, b, c)
-        args = (a_desc, b_desc, c_desc, M, N, K, *keys)
+        descs = tma.descriptors(a, b, c)
+        args = (descs[0], descs[1], descs[2], M, N, K, *keys)
+        base = dict(A_T=descs[3], B_T=descs[4], UPCAST=upcast)
         if interpreter_enabled():
-            meta = dict(tma.INTERPRETER_CONFIG, A_T=a_t, B_T=b_t, UPCAST=upcast)
-            tma.set_block_shapes(dict(meta, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc))
-            grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-            launch(tma.tma_kernel, grid, *args, **meta, num_warps=4)
+            meta = dict(tma.INTERPRETER_CONFIG, **base)
+            tma.with_blocks(descs, meta)
+            launch(tma.tma_kernel, tma.grid(M, N, meta, 1 << 30), *args, **meta, num_warps=4)
             return
         sms = device_info(a.device).sm_count
-        _tuned_launch(
-            tma.tma_kernel_tuned, tma.grid(M, N, sms), *args, A_T=a_t, B_T=b_t, UPCAST=False
-        )
+
+        def run(cfg):
+            meta = dict(cfg.kwargs, **base)
+            tma.with_blocks(descs, meta)
+            launch(tma.tma_kernel, tma.grid(M, N, meta, sms), *args, **meta,
+                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)  # fmt: skip
+
+        tuning_key = ("tma", *keys, str(a.dtype), a.device.index)
+        cfg = _TMA_CHOICE.get(tuning_key)
+        if cfg is None:
+            cfg = _TMA_CHOICE[tuning_key] = _tune(tuning_key, tma.prune(tma.CONFIGS, M, N), run)
+        run(cfg)
         return
     kernel = _KERNELS[token_dim]
     args = (
@@ -184,7 +221,7 @@ def _launch_skinny(a, b, c, upcast: bool, plan: skinny.SkinnyPlan | None = None)
         skinny.skinny_kernel, plan.grid(M, N),
         a, b, c, part, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        plan.k_per_split(K), _bucket(M), _bucket(K), _layout(a, b),
+        plan.steps_per_split(K), _bucket(M), _bucket(K), _layout(a, b),
         BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, BLOCK_K=plan.block_k, PARTIAL=partial,
         HINTS=h, UPCAST=upcast, num_warps=plan.num_warps, num_stages=plan.num_stages,
     )  # fmt: skip

@@ -62,23 +62,23 @@ class SkinnyPlan:
             split *= 2
         return cls(block_m, block_n, block_k, split)
 
-    def k_per_split(self, K: int) -> int:
-        """K elements per split: whole BLOCK_K steps, so every split but the last is unmasked."""
-        return triton.cdiv(triton.cdiv(K, self.block_k), self.split_k) * self.block_k
+    def steps_per_split(self, K: int) -> int:
+        """BLOCK_K steps per split (whole steps: every split but the last is unmasked)."""
+        return triton.cdiv(triton.cdiv(K, self.block_k), self.split_k)
 
     def grid(self, M: int, N: int) -> tuple[int, int, int]:
         return (triton.cdiv(N, self.block_n), triton.cdiv(M, self.block_m), self.split_k)
 
 
-@triton.jit(do_not_specialize=["M", "k_per_split", "M_BUCKET", "K_BUCKET", "LAYOUT"])
+@triton.jit(do_not_specialize=["M", "steps_per_split", "M_BUCKET", "K_BUCKET", "LAYOUT"])
 def skinny_kernel(
     a_ptr, b_ptr, c_ptr, p_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-    k_per_split, M_BUCKET, K_BUCKET, LAYOUT,
+    steps_per_split, M_BUCKET, K_BUCKET, LAYOUT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PARTIAL: tl.constexpr, HINTS: tl.constexpr, UPCAST: tl.constexpr,
 ):  # fmt: skip
-    # I/O: read B^T panel BLOCK_N x k_per_split + A^T slice k_per_split x BLOCK_M; write a
+    # I/O: read B^T panel BLOCK_N x (steps_per_split * BLOCK_K) + the matching A^T slice; write a
     # BLOCK_N x BLOCK_M tile of C (or of the FP32 partials).
     if HINTS & 1:
         stride_am = tl.multiple_of(stride_am, 8)
@@ -91,8 +91,10 @@ def skinny_kernel(
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
-    k_lo = pid_k * k_per_split
-    k_hi = tl.minimum(k_lo + k_per_split, K)
+    # In whole BLOCK_K steps, so Triton knows k_lo is a multiple of BLOCK_K: the loads along K stay
+    # 16-byte vectors (a runtime split length in elements made them scalar: 2x slower on the H200).
+    k_lo = pid_k * steps_per_split * BLOCK_K
+    k_hi = tl.minimum(k_lo + steps_per_split * BLOCK_K, K)
     offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N  # wrapped: only the store is masked
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     if HINTS & 64:  # M % 8 == 0: wrapped runs of 8 stay contiguous and aligned

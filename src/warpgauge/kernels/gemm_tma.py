@@ -25,9 +25,8 @@ import triton
 import triton.language as tl
 
 from .._device import interpreter_enabled
-from .gemm_tile import quick_bench
 
-__all__ = ["eligible", "descriptors", "tma_kernel", "tma_kernel_tuned", "set_block_shapes"]
+__all__ = ["eligible", "descriptors", "tma_kernel", "set_block_shapes", "CONFIGS", "prune", "grid"]
 
 
 def _aligned(t: torch.Tensor) -> bool:
@@ -72,7 +71,7 @@ def descriptors(a, b, c):
 
 
 def set_block_shapes(nargs) -> None:
-    """Autotuner pre_hook: the descriptors' boxes follow the config being run."""
+    """The descriptors' boxes follow the config being run."""
     bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
     nargs["a_desc"].block_shape = [bk, bm] if nargs["A_T"] else [bm, bk]
     nargs["b_desc"].block_shape = [bn, bk] if nargs["B_T"] else [bk, bn]
@@ -135,49 +134,46 @@ def tma_kernel(
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))  # one rounding
 
 
-# Hopper configs (228 KB shared memory per SM: 128x256x64 x 3 stages = 144 KB). Placeholder list
-# until the H200 sweep (results/gemm-tuning-h200/) picks the schedules worth keeping.
+# Hopper configs (228 KB shared memory per SM: 128x256x64 x 3 stages = 144 KB), from the H200
+# sweep (results/gemm-tuning-h200/round1.json, BF16, cuBLAS = 1): persistent 128x256 was the best
+# or within 2% of it at 4096^3 NN/NT/TN (0.98x), 4095x4096x4096, K = 8 mod 16 and 4096x14336x4096
+# NT (0.965x; non-persistent 0.75x there); the warp-specialized non-persistent 128x256 won 8192^3
+# (0.90x) and 16384x1024x1024 (1.05x); 128x128 won the ~1-wave shapes (1024^3, 1000x768x520);
+# 256x128 fits N = 4104 in 4 whole waves where 128x256 needs 5 (0.75x).
 def _cfg(bm, bn, bk, stages, warps, persistent=False, ws=False):
     return triton.Config(
         {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PERSISTENT": persistent,
          "WS": ws},
-        num_stages=stages, num_warps=warps, pre_hook=set_block_shapes,
+        num_stages=stages, num_warps=warps,
     )  # fmt: skip
 
 
 CONFIGS = [
-    _cfg(128, 256, 64, 3, 8),
-    _cfg(256, 128, 64, 3, 8),
+    _cfg(128, 256, 64, 3, 8, persistent=True),
+    _cfg(128, 256, 64, 3, 8, ws=True),
+    _cfg(256, 128, 64, 3, 8, persistent=True),
     _cfg(128, 128, 64, 4, 8),
-    _cfg(128, 128, 64, 4, 4),
-    _cfg(64, 256, 64, 4, 4),
-    _cfg(64, 128, 64, 4, 4),
+    _cfg(128, 128, 64, 4, 8, persistent=True),
     _cfg(128, 64, 64, 4, 4),
-    _cfg(64, 64, 64, 4, 4),
 ]
 INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4,
                       "PERSISTENT": False, "WS": False}  # fmt: skip
 
 
-def _prune(configs, named_args, **kwargs):
+def prune(configs, M: int, N: int):
     """Skip tiles far wider than the problem (they only add idle lanes and tuning time)."""
-    m_cap = max(64, named_args["M_BUCKET"])
-    n_cap = max(64, triton.next_power_of_2(named_args["N"]))
+    m_cap = max(64, triton.next_power_of_2(M))
+    n_cap = max(64, triton.next_power_of_2(N))
     kept = [c for c in configs if c.kwargs["BLOCK_M"] <= m_cap and c.kwargs["BLOCK_N"] <= n_cap]
     return kept or [configs[-1]]
 
 
-tma_kernel_tuned = triton.autotune(
-    configs=CONFIGS,
-    key=["M_BUCKET", "N", "K_BUCKET", "LAYOUT"],
-    prune_configs_by={"early_config_prune": _prune},
-    do_bench=quick_bench,
-)(tma_kernel)
+def grid(M: int, N: int, meta: dict, sm_count: int) -> tuple[int]:
+    tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    return (min(tiles, sm_count) if meta["PERSISTENT"] else tiles,)
 
 
-def grid(M: int, N: int, sm_count: int):
-    def g(meta):
-        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
-        return (min(tiles, sm_count) if meta["PERSISTENT"] else tiles,)
-
-    return g
+def with_blocks(descs, meta) -> None:
+    """Set the descriptors' boxes for config ``meta`` (the kernel's block shapes)."""
+    a_desc, b_desc, c_desc, a_t, b_t = descs
+    set_block_shapes(dict(meta, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc, A_T=a_t, B_T=b_t))

@@ -325,11 +325,16 @@ def _dequant16(b, R: tl.constexpr, H: tl.constexpr, X_BF16: tl.constexpr, UPCAST
         lo = ((bi & 0xF) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
         hi = ((bi >> 4) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
     elif ASM:
-        dt: tl.constexpr = tl.bfloat16 if X_BF16 else tl.float16
-        lo, hi = tl.inline_asm_elementwise(
-            _DECODE_BF16 if X_BF16 else _DECODE_F16, "=r,=r,=r,=r,r", [b],
-            dtype=(dt, dt), is_pure=True, pack=4,
-        )  # fmt: skip
+        if X_BF16:
+            lo, hi = tl.inline_asm_elementwise(
+                _DECODE_BF16, "=r,=r,=r,=r,r", [b], dtype=(tl.bfloat16, tl.bfloat16),
+                is_pure=True, pack=4,
+            )  # fmt: skip
+        else:
+            lo, hi = tl.inline_asm_elementwise(
+                _DECODE_F16, "=r,=r,=r,=r,r", [b], dtype=(tl.float16, tl.float16),
+                is_pure=True, pack=4,
+            )  # fmt: skip
     else:
         bi = b.to(tl.int16)
         if X_BF16:  # bits 0x4300 + u = 128 + u in BF16
