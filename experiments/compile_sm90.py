@@ -34,7 +34,12 @@ def compile_kernel(fn, sig, const, num_warps=4, num_stages=3, div16=()):
             continue
         if sig[n].startswith("*") or n in div16:
             attrs[(i,)] = [["tt.divisibility", 16]]
-    src = ASTSource(fn=fn, signature={n: sig[n] for n in names}, constexprs={(names.index(k),): v for k, v in const.items()}, attrs=attrs)
+    src = ASTSource(
+        fn=fn,
+        signature={n: sig[n] for n in names},
+        constexprs={(names.index(k),): v for k, v in const.items()},
+        attrs=attrs,
+    )
     opts = dict(num_warps=num_warps, num_stages=num_stages)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
 
@@ -47,7 +52,8 @@ def report(out, name):
     sass = subprocess.run([os.path.join(BIN, "cuobjdump"), "-sass", f.name], capture_output=True,
                           text=True).stdout  # fmt: skip
     ops = collections.Counter(
-        m.group(1).split(".")[0] for m in re.finditer(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass)
+        m.group(1).split(".")[0]
+        for m in re.finditer(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass)
     )
     res = subprocess.run([os.path.join(BIN, "cuobjdump"), "-res-usage", f.name], capture_output=True,
                          text=True).stdout  # fmt: skip
@@ -72,8 +78,14 @@ def main():
             sig[k] = "i32"
         const = dict(BLOCK_M=16, BLOCK_N=int(kv.get("bn", 128)), BLOCK_K=int(kv.get("bk", 128)),
                      PARTIAL=True, HINTS=0, UPCAST=False, stride_ak=1, stride_bk=1)  # fmt: skip
-        out = compile_kernel(sk.skinny_kernel, sig, const, 4, int(kv.get("st", 4)),
-                             div16=("N", "K", "stride_am", "stride_bn", "stride_cm"))
+        out = compile_kernel(
+            sk.skinny_kernel,
+            sig,
+            const,
+            4,
+            int(kv.get("st", 4)),
+            div16=("N", "K", "stride_am", "stride_bn", "stride_cm"),
+        )
         # specialization of divisibility is not modelled here: N, K, strides treated as unknown
         report(out, which)
     elif which in ("int4dot", "int4fma"):
@@ -94,7 +106,8 @@ def main():
                                                           "stride_sn", "stride_ym"))  # fmt: skip
         sass = report(out, which)
         if kv.get("dump"):
-            open(kv["dump"], "w").write(sass)
+            with open(kv["dump"], "w") as f:
+                f.write(sass)
 
 
 if __name__ == "__main__":

@@ -149,7 +149,7 @@ def gemm_case(M, N, K, layout, variant, l2):
 
 
 def _pad_copy(t, pads, name):
-    if tm._aligned(t):
+    if tm.aligned(t):
         return t
     if name not in pads:
         r, cdim = t.shape
@@ -160,7 +160,7 @@ def _pad_copy(t, pads, name):
 
 
 def _pad_out(c, pads):
-    if tm._aligned(c):
+    if tm.aligned(c):
         return c
     if "c" not in pads:
         r, cdim = c.shape

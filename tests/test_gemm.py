@@ -435,3 +435,33 @@ def test_skinny_plan_rule():
     assert P.for_shape(64, 4096, 4096, 132).block_m == 64
     assert P.for_shape(3, 64, 64, 132).split_k == 1  # too little K to split
     assert p.steps_per_split(4096) * p.block_k * p.split_k >= 4096
+
+
+@pytest.mark.parametrize(
+    "M,N,K,layout",
+    [
+        (70, 45, 51, "NN"),  # every row unaligned: A, B and C are padded copies
+        (66, 40, 37, "NT"),  # K odd: A and B = w.t() (its column-major copy keeps the swap)
+        (67, 37, 48, "TN"),  # A = x.t() with M odd; N odd: C padded and copied back
+    ],
+)
+def test_pad_path_for_unaligned_rows(M, N, K, layout, monkeypatch):
+    monkeypatch.setattr(gemm_mod, "PAD_MIN_WORK", 0)
+    a = (
+        rand(K, M, dtype=torch.float16, seed=11).t()
+        if layout[0] == "T"
+        else rand(M, K, dtype=torch.float16, seed=11)
+    )
+    b = (
+        rand(N, K, dtype=torch.float16, seed=12).t()
+        if layout[1] == "T"
+        else rand(K, N, dtype=torch.float16, seed=12)
+    )
+    c = torch.full((M, N), float("nan"), dtype=torch.float16, device=DEV)
+    assert gemm_mod._path(a, b, c, "m") == "pad"
+    a0, b0 = a.clone(), b.clone()
+    gemm(a, b, out=c)
+    assert_close(c, ref64(a, b), msg=layout)
+    assert torch.equal(a, a0) and torch.equal(b, b0)  # the copies never write the operands
+    strided = torch.full((N, M), float("nan"), dtype=torch.float16, device=DEV).t()
+    assert gemm_mod._path(a, b, strided, "m") == "tile"  # column-major C: pointer kernel

@@ -146,9 +146,36 @@ def _path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str) -> 
     # and config pre-hooks are not traced, so compiled graphs take the pointer kernel.
     if torch.compiler.is_compiling():
         return "tile"
-    if (interpreter_enabled() or a.device.type == "cuda") and tma.eligible(a, b, c):
+    if not tma.device_ok(a):
+        return "tile"
+    if tma.eligible(a, b, c):
         return "tma"
+    M, K = a.shape
+    big = M * b.shape[1] * K >= PAD_MIN_WORK
+    if big and tma.unit_stride(a) and tma.unit_stride(b) and c.stride(1) == 1:
+        return "pad"
     return "tile"
+
+
+# Rows that are not 16-byte aligned (an odd K or N in a row-major operand) make TMA impossible and
+# the pointer kernel's loads scalar: 0.33x cuBLAS at 4095^3 (2991 us). Copying such operands into
+# rows padded to 8 elements and running the TMA kernel took 299 us there (cuBLAS 917: 3.1x), 217
+# us at 4096x4096x4095 (cuBLAS 969) and 74.8 us at 2047^3 NT (pointer kernel 127, cuBLAS 130)
+# (results/gemm-tuning-h200/round1.json). The copies move (MK + KN + MN) elements twice, so below
+# ~1024^3 of work they are not worth it (not measured there: the pointer kernel stays).
+PAD_MIN_WORK = 1 << 30
+
+
+def _padded(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` with the same major order whose rows start 16-byte aligned."""
+    if tma.aligned(t):
+        return t
+    r, cdim = t.shape
+    if t.stride(1) == 1 or t.stride(0) != 1:  # row-major copy: pad the row length
+        buf = empty((r, triton.cdiv(cdim, 8) * 8), t.dtype, t.device)[:, :cdim]
+    else:  # column-major: pad the column length, keep the stride swap
+        buf = empty((cdim, triton.cdiv(r, 8) * 8), t.dtype, t.device)[:, :r].t()
+    return buf.copy_(t)
 
 
 FORCE_PATH: str | None = None  # tests set "tile" to reach the pointer kernel on aligned shapes
@@ -162,6 +189,12 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
     upcast = interpreter_enabled() and a.dtype == torch.bfloat16
     if path == "skinny":
         _launch_skinny(a, b, c, upcast)
+        return
+    if path == "pad":
+        cp = _padded(c)
+        _launch(_padded(a), _padded(b), cp, token_dim)  # now TMA-eligible: path "tma"
+        if cp is not c:
+            c.copy_(cp)
         return
     h = hints(a, b, c, token_dim)
     keys = (_bucket(M), _bucket(K), _layout(a, b) | h << 4)

@@ -29,7 +29,11 @@ from .._device import interpreter_enabled
 __all__ = ["eligible", "descriptors", "tma_kernel", "set_block_shapes", "CONFIGS", "prune", "grid"]
 
 
-def _aligned(t: torch.Tensor) -> bool:
+def unit_stride(t: torch.Tensor) -> bool:
+    return t.stride(0) == 1 or t.stride(1) == 1
+
+
+def aligned(t: torch.Tensor) -> bool:
     """A unit stride, the other stride a multiple of 16 bytes, base 16-byte aligned."""
     e = t.element_size()
     s0, s1 = t.stride()
@@ -42,16 +46,19 @@ def _aligned(t: torch.Tensor) -> bool:
     return False
 
 
-def eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
+def device_ok(a: torch.Tensor) -> bool:
     """TMA needs sm_90+ (or the interpreter, which emulates descriptors on CPU tensors)."""
     if a.device.type == "cuda":
-        if torch.cuda.get_device_capability(a.device)[0] < 9:
-            return False
-    elif not interpreter_enabled():
+        return torch.cuda.get_device_capability(a.device)[0] >= 9
+    return interpreter_enabled()
+
+
+def eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
+    if not device_ok(a):
         return False
     if min(a.shape[0], a.shape[1], b.shape[1]) < 1:
         return False
-    return _aligned(a) and _aligned(b) and c.stride(1) == 1 and _aligned(c)
+    return aligned(a) and aligned(b) and c.stride(1) == 1 and aligned(c)
 
 
 def _desc(t: torch.Tensor, transposed: bool):
