@@ -100,7 +100,8 @@ def main():
         const = dict(GROUP=128, HALF_PAD=64, WPAD=16, BLOCK_M=bm, BLOCK_N=int(kv.get("bn", 64)),
                      GPI=int(kv.get("gpi", 1)), SPLIT_K=int(kv.get("split", 1)), X_BF16=True,
                      UPCAST=False, ASM=bool(int(kv.get("asm", 1))),
-                     ONE_ROW=bool(int(kv.get("one", 0))), stride_xk=1, stride_yn=1)  # fmt: skip
+                     ONE_ROW=bool(int(kv.get("one", 0))), W_AS_B=bool(int(kv.get("wb", 0))),
+                     stride_xk=1, stride_yn=1)  # fmt: skip
         out = compile_kernel(i4._int4_mm_kernel, sig, const, int(kv.get("w", 4)),
                              int(kv.get("st", 3)), div16=("N", "K", "stride_xm", "stride_wn",
                                                           "stride_sn", "stride_ym"))  # fmt: skip

@@ -100,7 +100,7 @@ def main():
     ap.add_argument("--warm-timeout", type=int, default=70)
     ap.add_argument("--budget", type=float, default=100.0)
     ap.add_argument("--tag", default="sweep")
-    ap.add_argument("--set", default="explore", choices=["explore", "final"])
+    ap.add_argument("--set", default="explore", choices=["explore", "explore2", "final"])
     args = ap.parse_args()
     t_start = time.time()
     cases = all_cases(args.only, l2_bytes(), args.set)
@@ -111,7 +111,7 @@ def main():
             if not c.get("baseline"):
                 r = run_case(c, timing=False)
                 if "error" in r:
-                    print("warm error", r["name"], r["error"][:200], flush=True)
+                    print("warm error", r["variant"], r["shape"], r["error"][:200], flush=True)
                 torch.cuda.empty_cache()
         return
     os.makedirs(args.out, exist_ok=True)
@@ -147,7 +147,15 @@ def main():
         r = run_case(c)
         recs.append(r)
         if i % 20 == 0 or "error" in r:
-            print(i, r.get("name"), r.get("us"), r.get("err"), r.get("error", "")[:120], flush=True)
+            print(
+                i,
+                r["variant"],
+                r["shape"],
+                r.get("us"),
+                r.get("err"),
+                r.get("error", "")[:120],
+                flush=True,
+            )
         torch.cuda.empty_cache()
         if i % 25 == 0:
             with open(path, "w") as f:

@@ -246,12 +246,13 @@ def int4_case(M, N, K, variant, l2):
                 plan = i4.Int4Plan(block_m=bm, block_n=bn, groups_per_iter=gpi, split_k=split,
                                    num_warps=w, num_stages=st)  # fmt: skip
 
-            def call(p):  # asm: bit 0 the PTX decode, bit 1 the one-row x broadcast
+            def call(p):  # asm bits: 1 PTX decode, 2 one-row x broadcast, 4 weight as dot B
                 i4.USE_ASM_DECODE, i4.ONE_ROW_BROADCAST = bool(asm & 1), bool(asm & 2)
+                i4.WEIGHT_AS_B = bool(asm & 4)
                 try:
                     return i4.int4_linear_packed(x, p[0], p[1], 128, plan)
                 finally:
-                    i4.USE_ASM_DECODE = i4.ONE_ROW_BROADCAST = False
+                    i4.USE_ASM_DECODE = i4.ONE_ROW_BROADCAST = i4.WEIGHT_AS_B = False
 
         return _rotating(packs, call), lambda out: _rel(out, ref)
 
@@ -298,6 +299,8 @@ def int4_cases(l2):
 def all_cases(only, l2, which="explore"):
     if which == "final":
         return [c for c in final_cases(l2) if only in ("", c["group"].split("_")[0])]
+    if which == "explore2":
+        return explore2_cases(l2)
     return explore_cases(only, l2)
 
 
@@ -375,3 +378,50 @@ def final_cases(l2):
         for M in (1, 2, 4, 8, 16, 32, 64, 128, 256):
             i4 += [int4_case(M, N, K, v, l2) for v in ("tinygemm", "dense", "wg")]
     return i4 + g
+
+
+def explore2_cases(l2):
+    """Round 2: the PTX-decode INT4 plans, the fixed skinny kernel, the new default dispatch."""
+    i4 = []
+    shapes = [(28672, 8192), (128256, 4096), (8192, 8192), (14336, 4096), (4096, 14336),
+              (4096, 4096)]  # fmt: skip
+    for M in (1, 4, 16):
+        for N, K in shapes:
+            v = ["tinygemm", "dense", "wg"]
+            dots = [(64, 3, 1), (128, 3, 1), (64, 3, 5), (128, 3, 5), (256, 3, 5)]
+            if M == 1:
+                v += [f"p:1,64,1,{s},2,1,0" for s in (1, 2, 4)]
+                dots += [(64, 3, 3), (128, 3, 7), (64, 3, 7), (256, 3, 7), (128, 4, 7)]
+            for bn, st, asm in dots:
+                for split in (1, 2, 4):
+                    v.append(f"p:16,{bn},1,{split},4,{st},{asm}")
+            i4 += [int4_case(M, N, K, x, l2) for x in v]
+    for M in (64, 256):
+        for N, K in ((28672, 8192), (4096, 14336)):
+            v = ["tinygemm", "dense", "wg"]
+            for bm, bn, w in ((64, 128, 8), (128, 128, 8), (64, 64, 4), (128, 256, 8)):
+                if bm > max(64, M):
+                    continue
+                for asm in (0, 1, 5):
+                    v.append(f"p:{bm},{bn},1,1,{w},3,{asm}")
+            i4 += [int4_case(M, N, K, x, l2) for x in v]
+    sk = []
+    for M in (1, 16, 64):
+        for N, K in ((4096, 4096), (14336, 4096), (4096, 14336), (1024, 8192)):
+            v = ["cublas", "auto"]
+            for bn, bk, st in ((64, 128, 4), (128, 128, 3), (128, 64, 4)):
+                for split in (1, 2, 4, 8):
+                    v.append(f"skinny:16,{bn},{bk},{split},{st},4")
+            sk += [gemm_case(M, N, K, "NT", x, l2) for x in v]
+    big = []
+    for M, N, K, lay in [
+        (4096, 4096, 4096, "NN"), (4096, 4104, 4096, "NN"), (4095, 4095, 4095, "NN"),
+        (4096, 4096, 4095, "NN"), (2048, 2056, 2048, "NN"), (4096, 4104, 4096, "NT"),
+        (4096, 14336, 4096, "NT"), (1024, 1024, 1024, "NN"), (8192, 8192, 8192, "NN"),
+        (4096, 4096, 4096, "sliced"), (2047, 2047, 2047, "NT"), (512, 512, 512, "NN"),
+        (16384, 4096, 4096, "NT"), (128, 4096, 4096, "NT"),
+    ]:  # fmt: skip
+        v = ["cublas", "auto", "tma:256,128,64,3,8,1,0", "tma:128,256,64,4,8,1,0"]
+        big += [gemm_case(M, N, K, lay, x, l2) for x in v]
+    first = [c for c in i4 if c["group"] == "int4_m1"]
+    return first + sk + big + [c for c in i4 if c["group"] != "int4_m1"]

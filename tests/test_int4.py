@@ -312,6 +312,17 @@ def test_int4_linear_every_forced_path(plan, M, dtype, poison):
 
 @kernels
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M", [1, 3, 17])
+@pytest.mark.parametrize("plan", FORCED[2:], ids=lambda p: f"{p.path}-s{p.split_k}")
+def test_int4_weight_as_dot_b_operand(plan, M, dtype, poison, monkeypatch):
+    # WEIGHT_AS_B: x is the dot's A side and the decoded weight tile its B side (acc is y, not y^T)
+    monkeypatch.setattr(int4_mod, "WEIGHT_AS_B", True)
+    x, qw, w_exact = _case(M, 21, 320, 64, dtype, seed=7)
+    assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"M={M} {plan}")
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("plan", FORCED[2:], ids=lambda p: f"{p.path}-s{p.split_k}")
 def test_int4_one_row_broadcast_on_tensor_core_paths(plan, dtype, poison, monkeypatch):
     # M == 1 on a tensor-core plan with ONE_ROW_BROADCAST: x is loaded once per group and

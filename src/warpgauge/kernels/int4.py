@@ -82,6 +82,8 @@ MAX_SPLIT_K = 16
 USE_ASM_DECODE = False
 # M == 1 on the tensor-core paths: load x once per group and broadcast it (not 16 wrapped rows).
 ONE_ROW_BROADCAST = False
+# Tensor-core paths: the decoded weight as the dot's B operand (x the 16-row A side).
+WEIGHT_AS_B = False
 
 
 def _pow2_floor(n: int) -> int:
@@ -351,7 +353,7 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
               stride_xm, stride_xk, stride_wn, stride_sn,
               GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
               BLOCK_N: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr,
-              ASM: tl.constexpr, ONE_ROW: tl.constexpr):  # fmt: skip
+              ASM: tl.constexpr, ONE_ROW: tl.constexpr, W_AS_B: tl.constexpr = False):  # fmt: skip
     # Per group: read BLOCK_N x GROUP/2 weight bytes + BLOCK_N scales (DRAM stream) and the
     # GROUP x BLOCK_M slice of x (L2); one [BLOCK_N, GROUP] x [GROUP, BLOCK_M] tensor-core product.
     HALF: tl.constexpr = GROUP // 2
@@ -366,7 +368,10 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
     # ONE_ROW (M == 1): x is one row, loaded once per group and broadcast to the dot's 16 columns
     x1_ptrs = x_ptr + (g_start * GROUP + cc).to(tl.int64) * stride_xk
     s_ptrs = s_ptr + offs_n.to(tl.int64) * stride_sn + g_start
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    if W_AS_B:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for _ in range(g_start, g_end):
         if HALF_PAD == HALF:
             b = tl.load(w_ptrs)
@@ -389,9 +394,15 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
         wq = _dequant16(b, BLOCK_N, HALF_PAD, X_BF16, UPCAST, ASM)
         if UPCAST:
             xt = xt.to(tl.float32)
-        part = tl.dot(wq, xt)  # exact integer weights: the scale is applied once per group
-        acc += part * sc[:, None]
-    return acc
+        if W_AS_B:  # x as the dot's A side (M x K), the decoded weight as B (K x N): acc is y
+            acc += tl.dot(tl.trans(xt), tl.trans(wq)) * sc[None, :]
+        else:  # exact integer weights: the scale is applied once per group
+            acc += tl.dot(wq, xt) * sc[:, None]
+    if W_AS_B:
+        out = tl.trans(acc)
+    else:
+        out = acc
+    return out
 
 
 @triton.jit(do_not_specialize=["M", "magic"])
@@ -401,7 +412,7 @@ def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GPI: tl.constexpr,
                     SPLIT_K: tl.constexpr, X_BF16: tl.constexpr,
                     UPCAST: tl.constexpr, ASM: tl.constexpr = False,
-                    ONE_ROW: tl.constexpr = False):  # fmt: skip
+                    ONE_ROW: tl.constexpr = False, W_AS_B: tl.constexpr = False):  # fmt: skip
     # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K, write y M*N; with
     # SPLIT_K > 1 also write + read SPLIT_K*M*N FP32 partials. FLOPs 2*M*N*K.
     # w_ptr: the packed weight as int32 words (BLOCK_M == 1) or bytes (tensor-core paths);
@@ -438,7 +449,7 @@ def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
         acc = _tile_dot(x_ptr, w_ptr, s_ptr, offs_m % M, rows_n, g_start, g_end,
                         stride_xm, stride_xk, stride_wn, stride_sn,
                         GROUP, HALF_PAD, BLOCK_M, BLOCK_N, X_BF16, UPCAST, ASM,
-                        ONE_ROW)  # fmt: skip
+                        ONE_ROW, W_AS_B)  # fmt: skip
         mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
         if SPLIT_K == 1:
             y_ptrs = (
@@ -639,6 +650,7 @@ def int4_linear_packed(
         BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
         X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, ASM=USE_ASM_DECODE and not upcast,
         ONE_ROW=ONE_ROW_BROADCAST and M == 1 and plan.block_m > 1,
+        W_AS_B=WEIGHT_AS_B and plan.block_m > 1,
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )  # fmt: skip
     if plan.split_k > 1:
