@@ -96,17 +96,18 @@ def gemm_case(M, N, K, layout, variant, l2):
                     num_warps=w, num_stages=st,
                 )  # fmt: skip
                 return c
-        elif kind == "padtma" and tm.eligible(a, bs[0], c):
+        elif kind == "padtma" and tm.eligible(a, bs[0], c) and opt.split(",")[-1] != "force":
             raise ValueError("aligned: padtma is the same as tma")
         elif kind in ("tma", "padtma"):
-            bm, bn, bk, st, w, pers, ws = (int(v) for v in opt.split(","))
+            force = opt.endswith(",force")
+            bm, bn, bk, st, w, pers, ws = (int(v) for v in opt.split(",")[:7])
             pads = {}
 
             def call(b):
                 aa, bb, cc = a, b, c
                 if kind == "padtma":  # copy unaligned operands into 16-byte aligned rows
-                    aa = _pad_copy(a, pads, "a")
-                    bb = _pad_copy(b, pads, "b")
+                    aa = _pad_copy(a, pads, "a", force)
+                    bb = _pad_copy(b, pads, "b", force)
                     cc = _pad_out(c, pads)
                 ad, bd, cd, at, bt = tm.descriptors(aa, bb, cc)
                 meta = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, A_T=at, B_T=bt,
@@ -148,8 +149,8 @@ def gemm_case(M, N, K, layout, variant, l2):
                 compile_key=key)  # fmt: skip
 
 
-def _pad_copy(t, pads, name):
-    if tm.aligned(t):
+def _pad_copy(t, pads, name, force=False):
+    if tm.aligned(t) and not force:
         return t
     if name not in pads:
         r, cdim = t.shape
@@ -422,6 +423,8 @@ def explore2_cases(l2):
         (16384, 4096, 4096, "NT"), (128, 4096, 4096, "NT"),
     ]:  # fmt: skip
         v = ["cublas", "auto", "tma:256,128,64,3,8,1,0", "tma:128,256,64,4,8,1,0"]
+        if lay == "sliced" or N % 16:
+            v.append("padtma:128,256,64,3,8,1,0,force")
         big += [gemm_case(M, N, K, lay, x, l2) for x in v]
     first = [c for c in i4 if c["group"] == "int4_m1"]
     return first + sk + big + [c for c in i4 if c["group"] != "int4_m1"]
