@@ -222,6 +222,31 @@ def _fma_load(w_ptrs, x_ptrs, s_ptrs, g0, g_limit,
 
 
 @triton.jit
+def _fma_step(b, xv, sc, xscale, magic, GPI: tl.constexpr, WPAD: tl.constexpr):
+    """One K step of the FMA GEMV: sum over GPI groups of scale * sum(q * x), per row."""
+    x8 = xv.to(tl.float32) * xscale[None, None, :]
+    xa, xb = tl.split(tl.reshape(x8, (GPI, WPAD, 4, 2)))  # i even / odd
+    xa0, xa1 = tl.split(tl.reshape(xa, (GPI, WPAD, 2, 2)))  # i in {0, 4} / {2, 6}
+    xb0, xb1 = tl.split(tl.reshape(xb, (GPI, WPAD, 2, 2)))  # i in {1, 5} / {3, 7}
+    x0, x4 = tl.split(xa0)
+    x2, x6 = tl.split(xa1)
+    x1, x5 = tl.split(xb0)
+    x3, x7 = tl.split(xb1)
+    w = b ^ _XOR8
+    wh = w >> 12
+    t = _nib(w, 0xF, magic, 8388616.0) * x0[None, :, :]
+    t += _nib(w, 0xF0, magic, 8388736.0) * x1[None, :, :]
+    t += _nib(w, 0xF00, magic, 8390656.0) * x2[None, :, :]
+    t += _nib(w, 0xF000, magic, 8421376.0) * x3[None, :, :]
+    t += _nib(w, 0xF0000, magic, 8912896.0) * x4[None, :, :]
+    t += _nib(wh, 0xF00, magic, 8390656.0) * x5[None, :, :]
+    t += _nib(wh, 0xF000, magic, 8421376.0) * x6[None, :, :]
+    t += _nib(wh, 0xF0000, magic, 8912896.0) * x7[None, :, :]
+    p = tl.sum(t, axis=2)  # [BN, GPI]: one group's sum of q * x per row
+    return tl.sum(p * sc.to(tl.float32), axis=1)
+
+
+@triton.jit
 def _gemv_fma(x_ptr, w_ptr, s_ptr, row, offs_n, it_start, it_end, n_groups, magic,
               stride_xm, stride_xk, stride_wn, stride_sn,
               GROUP: tl.constexpr, WPAD: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -250,6 +275,7 @@ def _gemv_fma(x_ptr, w_ptr, s_ptr, row, offs_n, it_start, it_end, n_groups, magi
     acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
     g_limit = tl.minimum(it_end * GPI, n_groups)
     # Register double-buffering: the next step's loads are issued before this step's math.
+    # (A plain loop is not software-pipelined by Triton here: no cp.async in its SASS.)
     b, xv, sc = _fma_load(w_ptrs, x_ptrs, s_ptrs, g_start, g_limit, GROUP, WPAD, GPI)
     for it in range(it_start, it_end):
         w_ptrs += GPI * WORDS
@@ -258,26 +284,7 @@ def _gemv_fma(x_ptr, w_ptr, s_ptr, row, offs_n, it_start, it_end, n_groups, magi
         b_nx, x_nx, s_nx = _fma_load(
             w_ptrs, x_ptrs, s_ptrs, (it + 1) * GPI, g_limit, GROUP, WPAD, GPI
         )
-        x8 = xv.to(tl.float32) * xscale[None, None, :]
-        xa, xb = tl.split(tl.reshape(x8, (GPI, WPAD, 4, 2)))  # i even / odd
-        xa0, xa1 = tl.split(tl.reshape(xa, (GPI, WPAD, 2, 2)))  # i in {0, 4} / {2, 6}
-        xb0, xb1 = tl.split(tl.reshape(xb, (GPI, WPAD, 2, 2)))  # i in {1, 5} / {3, 7}
-        x0, x4 = tl.split(xa0)
-        x2, x6 = tl.split(xa1)
-        x1, x5 = tl.split(xb0)
-        x3, x7 = tl.split(xb1)
-        w = b ^ _XOR8
-        wh = w >> 12
-        t = _nib(w, 0xF, magic, 8388616.0) * x0[None, :, :]
-        t += _nib(w, 0xF0, magic, 8388736.0) * x1[None, :, :]
-        t += _nib(w, 0xF00, magic, 8390656.0) * x2[None, :, :]
-        t += _nib(w, 0xF000, magic, 8421376.0) * x3[None, :, :]
-        t += _nib(w, 0xF0000, magic, 8912896.0) * x4[None, :, :]
-        t += _nib(wh, 0xF00, magic, 8390656.0) * x5[None, :, :]
-        t += _nib(wh, 0xF000, magic, 8421376.0) * x6[None, :, :]
-        t += _nib(wh, 0xF0000, magic, 8912896.0) * x7[None, :, :]
-        p = tl.sum(t, axis=2)  # [BN, GPI]: one group's sum of q * x per row
-        acc += tl.sum(p * sc.to(tl.float32), axis=1)
+        acc += _fma_step(b, xv, sc, xscale, magic, GPI, WPAD)
         b, xv, sc = b_nx, x_nx, s_nx
     return acc
 
