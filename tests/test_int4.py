@@ -185,14 +185,16 @@ def test_quantize_errors():
 def test_plan_rule_h200_anchor_shapes():
     sm = 132
     p = Int4Plan.for_shape(1, 28672, 8192, sm)
-    assert (p.path, p.block_n, p.num_warps, p.split_k) == ("gemv_fma", 64, 2, 1)  # 448 tiles
+    assert (p.path, p.block_n, p.num_warps, p.split_k) == ("gemv_fma", 64, 2, 2)  # 448 tiles
     assert p.groups_per_iter == 1  # 128 K values per step
     p = Int4Plan.for_shape(1, 8192, 8192, sm)
-    assert (p.path, p.split_k) == ("gemv_fma", 4)  # 128 tiles < 3 * 132: 512 programs
+    assert (p.path, p.split_k) == ("gemv_fma", 8)  # 128 tiles < 6 * 132: 1024 programs
     p = Int4Plan.for_shape(1, 4096, 4096, sm)
-    assert (p.path, p.split_k) == ("gemv_fma", 4)  # 32 groups: at most 4 splits of 8
+    assert (p.path, p.split_k) == ("gemv_fma", 8)  # 32 groups: at most 8 splits of 4
     p = Int4Plan.for_shape(1, 4096, 14336, sm)
-    assert (p.path, p.split_k) == ("gemv_fma", 8)
+    assert (p.path, p.split_k) == ("gemv_fma", 16)
+    p = Int4Plan.for_shape(1, 128256, 4096, sm)
+    assert p.split_k == 1  # 2004 tiles: enough programs
     p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=32)
     assert p.groups_per_iter == 4
     p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=4)  # words need group % 8 == 0
@@ -206,7 +208,9 @@ def test_plan_rule_h200_anchor_shapes():
 
 
 def test_plan_rule_small_k_never_splits_below_min_groups():
-    p = Int4Plan.for_shape(1, 16, 1024, 132)  # 8 groups: splitting would leave < 8 per split
+    p = Int4Plan.for_shape(1, 16, 1024, 132)  # 8 groups: FMA splits keep >= 4 groups
+    assert p.split_k == 2
+    p = Int4Plan.for_shape(2, 16, 1024, 132)  # tensor-core GEMV: >= 8 groups per split
     assert p.split_k == 1
 
 

@@ -78,6 +78,13 @@ FMA_K_PER_ITER = 128  # K values per FMA step: 64 rows x 64 B = 4 KB of weight p
 PROGRAMS_PER_SM = 3
 MIN_GROUPS_PER_SPLIT = 8  # each split streams >= 8 groups: its prologue and partial stay small
 MAX_SPLIT_K = 16
+# The FMA GEMV wants more programs: on the H200 (results/gemm-tuning-h200/round1.json, 64 rows x 2
+# warps) time fell with the program count up to ~900 (1x28672x8192: 448 programs 67.8 us, 896
+# 58.1, 1792 59.4; 1x14336x4096: 224 / 448 / 896 -> 28.9 / 20.4 / 18.8; 1x8192x8192: 128 / 256 /
+# 512 -> 50.3 / 30.6 / 21.1), so it splits up to 6 programs per SM and down to 4 groups a split
+# (1x4096x4096: 4 splits of 8 groups 8.9 us, 2 of 16 13.3).
+FMA_PROGRAMS_PER_SM = 6
+FMA_MIN_GROUPS_PER_SPLIT = 4
 # The PTX nibble decode (_DECODE_ASM) for the tensor-core paths; off under the interpreter.
 USE_ASM_DECODE = False
 # M == 1 on the tensor-core paths: load x once per group and broadcast it (not 16 wrapped rows).
@@ -144,7 +151,8 @@ class Int4Plan:
            ``block_n`` never exceeds ``next_pow2(N)`` (>= 16).
         2. Split K (doubling, at most ``MAX_SPLIT_K``) while the output tiles alone give fewer than
            ``PROGRAMS_PER_SM * sm_count`` programs and every split keeps at least
-           ``MIN_GROUPS_PER_SPLIT`` groups.
+           ``MIN_GROUPS_PER_SPLIT`` groups (FMA GEMV: ``FMA_PROGRAMS_PER_SM`` and
+           ``FMA_MIN_GROUPS_PER_SPLIT``).
         """
         # A symbolic M (torch.compile, dynamic shapes) is made concrete: the plan depends on it,
         # so the compiled graph guards on it (a new M recompiles rather than picking a wrong plan).
@@ -171,10 +179,13 @@ class Int4Plan:
                 block_m=bm, block_n=min(128, n_cap), num_warps=8 if bm >= 64 else 4, num_stages=3
             )
         tiles = triton.cdiv(max(M, 1), plan["block_m"]) * triton.cdiv(N, plan["block_n"])
+        fma = plan["block_m"] == 1
+        per_sm = FMA_PROGRAMS_PER_SM if fma else PROGRAMS_PER_SM
+        min_groups = FMA_MIN_GROUPS_PER_SPLIT if fma else MIN_GROUPS_PER_SPLIT
         split = 1
         while (
-            tiles * split < PROGRAMS_PER_SM * sm_count
-            and n_groups >= 2 * split * MIN_GROUPS_PER_SPLIT
+            tiles * split < per_sm * sm_count
+            and n_groups >= 2 * split * min_groups
             and split < MAX_SPLIT_K
         ):
             split *= 2
