@@ -283,9 +283,9 @@ def test_int4_linear_default_plan(M, N, K, group, path, dtype, poison):
 @kernels
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_int4_linear_default_plan_splits_k(dtype, poison):
-    M, N, K, group = 1, 48, 512, 32  # 1 tile of 64 rows on 4 SMs, 16 groups: split 2
+    M, N, K, group = 1, 48, 512, 32  # 1 tile of 64 rows on 4 SMs, 16 groups: 4 splits of 4
     plan = _plan(M, N, K, group)
-    assert plan.split_k == 2 and plan.path == "gemv_fma"
+    assert plan.split_k == 4 and plan.path == "gemv_fma"
     x, qw, w_exact = _case(M, N, K, group, dtype, seed=5)
     assert_close(int4_linear(x, qw), int4_linear_ref(x, w_exact))
 
