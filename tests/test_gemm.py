@@ -430,9 +430,13 @@ def test_hints_bits():
 
 def test_skinny_plan_rule():
     P = gemm_mod.skinny.SkinnyPlan
-    p = P.for_shape(1, 4096, 4096, 132)
-    assert p.block_m == 16 and p.split_k > 1
-    assert P.for_shape(64, 4096, 4096, 132).block_m == 64
+    p = P.for_shape(1, 4096, 4096, 132)  # 64 tiles of 64 rows: 4 splits = 256 programs
+    assert (p.block_m, p.block_n, p.block_k, p.split_k, p.num_stages) == (16, 64, 128, 4, 4)
+    p = P.for_shape(1, 14336, 4096, 132)  # wide N: 128-row tiles, 112 of them, 2 splits
+    assert (p.block_n, p.split_k, p.num_stages) == (128, 2, 3)
+    p = P.for_shape(64, 4096, 4096, 132)  # 64 tokens: 1 program per SM
+    assert (p.block_m, p.split_k) == (64, 2)
+    assert P.for_shape(1, 1024, 8192, 132).split_k == 16  # 16 tiles; 64 K steps: 4 per split
     assert P.for_shape(3, 64, 64, 132).split_k == 1  # too little K to split
     assert p.steps_per_split(4096) * p.block_k * p.split_k >= 4096
 
@@ -465,3 +469,23 @@ def test_pad_path_for_unaligned_rows(M, N, K, layout, monkeypatch):
     assert torch.equal(a, a0) and torch.equal(b, b0)  # the copies never write the operands
     strided = torch.full((N, M), float("nan"), dtype=torch.float16, device=DEV).t()
     assert gemm_mod._path(a, b, strided, "m") == "tile"  # column-major C: pointer kernel
+
+
+def test_pad_path_for_a_sliced_base_when_big(monkeypatch):
+    # 16-byte aligned rows but a base off its 128-byte line (a[:, 8:]): padded copy when big
+    monkeypatch.setattr(gemm_mod, "PAD_MIN_WORK", 0)
+    a = rand(70, 72, dtype=torch.float16, seed=13)[:, 8:]  # (70, 64), stride 72, base + 16 B
+    b = rand(64, 48, dtype=torch.float16, seed=14)
+    c = torch.empty(70, 48, dtype=torch.float16, device=DEV)
+    assert gemm_mod._path(a, b, c, "m") == "pad"
+    assert_close(gemm(a, b), ref64(a, b))
+    monkeypatch.setattr(gemm_mod, "PAD_MIN_WORK", 1 << 30)
+    assert gemm_mod._path(a, b, c, "m") == "tma"  # small: TMA in place
+
+
+def test_tma_config_rule():
+    T = gemm_mod.tma
+    assert T.choose(4096, 4096, 132) is T.WIDE  # 512 tiles: 4 waves either way
+    assert T.choose(4096, 4104, 132) is T.TALL  # 128x256: 544 tiles, 5 waves; 256x128: 4
+    assert T.choose(1024, 1024, 132) is T.MID  # under one wave: 64 tiles of 128x128
+    assert T.choose(128, 4096, 132) is T.SMALL  # 32 tiles of 128x128: 128x64 instead

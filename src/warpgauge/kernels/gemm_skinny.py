@@ -28,10 +28,17 @@ import triton.language as tl
 __all__ = ["SkinnyPlan", "SKINNY_MAX_M", "skinny_kernel", "reduce_kernel"]
 
 SKINNY_MAX_M = 64  # one 64-wide tensor-core N side holds every token: B is read once
-# Programs wanted per SM: streaming B needs ~40 KB in flight per SM (4.8 TB/s x ~1 us / 132);
-# one program with a 3-stage 128x128 BF16 pipeline holds 96 KB, so two per SM cover the latency
-# and the imbalance of the last wave. (Placeholder until the H200 sweep in results/gemm-tuning-h200.)
+# The rule below is read off the H200 sweep (results/gemm-tuning-h200/explore2.json, F.linear
+# layout, cuBLAS = 1), in programs = output tiles x split_k:
+# - B rows of 64 with 128-deep K steps, 4 stages: the best or within 5% of it for N <= 4096
+#   (1x4096x4096: 13.8 us at 256 programs, cuBLAS 13.5; 1x4096x14336: 32.4, cuBLAS 32.5);
+#   128 rows, 3 stages, for N >= 8192 (1x14336x4096: 33.8 at 224 programs; 64 rows 36.3).
+# - the most programs up to 2 per SM for <= 32 tokens (1x4096x4096 128 / 256 / 512 programs:
+#   15.2 / 13.8 / 15.8 us), 1 per SM for 64 tokens, whose tiles hold 4x the shared memory
+#   (64x4096x4096 64 / 128 / 256: 14.4 / 13.8 / 16.8 us).
+SKINNY_WIDE_N = 8192
 SKINNY_PROGRAMS_PER_SM = 2
+SKINNY_PROGRAMS_PER_SM_64 = 1
 SKINNY_MIN_K_STEPS = 4  # each split reduces >= 4 BLOCK_K steps: its partial write stays small
 
 
@@ -50,17 +57,15 @@ class SkinnyPlan:
     @classmethod
     def for_shape(cls, M: int, N: int, K: int, sm_count: int) -> SkinnyPlan:
         block_m = max(16, triton.next_power_of_2(max(int(M), 1)))
-        block_n = 128 if 64 * sm_count <= N else 64  # placeholder until the sweep
-        block_k = 128
+        wide = N >= SKINNY_WIDE_N
+        block_n, block_k, stages = (128, 128, 3) if wide else (64, 128, 4)
+        per_sm = SKINNY_PROGRAMS_PER_SM_64 if block_m > 32 else SKINNY_PROGRAMS_PER_SM
         tiles = triton.cdiv(N, block_n) * triton.cdiv(M, block_m)
         k_steps = triton.cdiv(K, block_k)
         split = 1
-        while (
-            tiles * split < SKINNY_PROGRAMS_PER_SM * sm_count
-            and k_steps >= 2 * split * SKINNY_MIN_K_STEPS
-        ):
+        while tiles * split * 2 <= per_sm * sm_count and k_steps >= 2 * split * SKINNY_MIN_K_STEPS:
             split *= 2
-        return cls(block_m, block_n, block_k, split)
+        return cls(block_m, block_n, block_k, split, num_warps=4, num_stages=stages)
 
     def steps_per_split(self, K: int) -> int:
         """BLOCK_K steps per split (whole steps: every split but the last is unmasked)."""

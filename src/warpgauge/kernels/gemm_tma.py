@@ -26,11 +26,16 @@ import triton.language as tl
 
 from .._device import interpreter_enabled
 
-__all__ = ["eligible", "descriptors", "tma_kernel", "set_block_shapes", "CONFIGS", "prune", "grid"]
+__all__ = ["eligible", "descriptors", "tma_kernel", "set_block_shapes", "CONFIGS", "choose", "grid"]
 
 
 def unit_stride(t: torch.Tensor) -> bool:
     return t.stride(0) == 1 or t.stride(1) == 1
+
+
+def base_aligned(t: torch.Tensor) -> bool:
+    """Base address on a 128-byte line (TMA boxes then start on lines; see gemm.PAD_MIN_WORK)."""
+    return t.data_ptr() % 128 == 0
 
 
 def aligned(t: torch.Tensor) -> bool:
@@ -141,12 +146,10 @@ def tma_kernel(
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))  # one rounding
 
 
-# Hopper configs (228 KB shared memory per SM: 128x256x64 x 3 stages = 144 KB), from the H200
-# sweep (results/gemm-tuning-h200/round1.json, BF16, cuBLAS = 1): persistent 128x256 was the best
-# or within 2% of it at 4096^3 NN/NT/TN (0.98x), 4095x4096x4096, K = 8 mod 16 and 4096x14336x4096
-# NT (0.965x; non-persistent 0.75x there); the warp-specialized non-persistent 128x256 won 8192^3
-# (0.90x) and 16384x1024x1024 (1.05x); 128x128 won the ~1-wave shapes (1024^3, 1000x768x520);
-# 256x128 fits N = 4104 in 4 whole waves where 128x256 needs 5 (0.75x).
+# Hopper configs (228 KB shared memory per SM: 128x256x64 x 3 stages = 144 KB; 4 stages do not
+# fit). Picked by a rule (``choose``) from the H200 sweeps (results/gemm-tuning-h200/, BF16,
+# cuBLAS = 1), not timed per call: timing through the eager launch path measured host cost, and the
+# rule costs no tuning time.
 def _cfg(bm, bn, bk, stages, warps, persistent=False, ws=False):
     return triton.Config(
         {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PERSISTENT": persistent,
@@ -155,24 +158,33 @@ def _cfg(bm, bn, bk, stages, warps, persistent=False, ws=False):
     )  # fmt: skip
 
 
-CONFIGS = [
-    _cfg(128, 256, 64, 3, 8, persistent=True),
-    _cfg(128, 256, 64, 3, 8, ws=True),
-    _cfg(256, 128, 64, 3, 8, persistent=True),
-    _cfg(128, 128, 64, 4, 8),
-    _cfg(128, 128, 64, 4, 8, persistent=True),
-    _cfg(128, 64, 64, 4, 4),
-]
+# Persistent 128x256: best or within 2% of it at 4096^3 NN / NT / TN (0.98x), 4095x4096x4096,
+# K = 8 mod 16 and 4096x14336x4096 NT (0.965x; non-persistent 0.75x there).
+WIDE = _cfg(128, 256, 64, 3, 8, persistent=True)
+# Persistent 256x128: the same tile turned; fits N = 4104 in 4 whole waves where 128x256 needs 5
+# (4096x4104x4096 NN 214 us vs 236; NT 197 vs 218).
+TALL = _cfg(256, 128, 64, 3, 8, persistent=True)
+# Under one wave of 128x256 tiles: 128x128 (1024^3 8.3 us vs 13.6; 1000x768x520 6.5 vs 9.6), and
+# 128x64 when even those are few (128x4096x4096 NT, 16.6 us).
+MID = _cfg(128, 128, 64, 4, 8)
+SMALL = _cfg(128, 64, 64, 4, 4)
+CONFIGS = [WIDE, TALL, MID, SMALL]
 INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4,
                       "PERSISTENT": False, "WS": False}  # fmt: skip
 
 
-def prune(configs, M: int, N: int):
-    """Skip tiles far wider than the problem (they only add idle lanes and tuning time)."""
-    m_cap = max(64, triton.next_power_of_2(M))
-    n_cap = max(64, triton.next_power_of_2(N))
-    kept = [c for c in configs if c.kwargs["BLOCK_M"] <= m_cap and c.kwargs["BLOCK_N"] <= n_cap]
-    return kept or [configs[-1]]
+def _waves(M: int, N: int, bm: int, bn: int, sm_count: int) -> int:
+    return triton.cdiv(triton.cdiv(M, bm) * triton.cdiv(N, bn), sm_count)
+
+
+def choose(M: int, N: int, sm_count: int) -> triton.Config:
+    """The config rule: the fewest whole waves of big tiles, smaller tiles under one wave."""
+    tiles = triton.cdiv(M, 128) * triton.cdiv(N, 256)
+    if tiles < sm_count:
+        return MID if triton.cdiv(M, 128) * triton.cdiv(N, 128) >= 48 else SMALL
+    if _waves(M, N, 256, 128, sm_count) < _waves(M, N, 128, 256, sm_count):
+        return TALL
+    return WIDE
 
 
 def grid(M: int, N: int, meta: dict, sm_count: int) -> tuple[int]:
