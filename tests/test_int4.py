@@ -190,17 +190,17 @@ def test_plan_rule_h200_anchor_shapes():
     p = Int4Plan.for_shape(1, 8192, 8192, sm)
     assert (p.path, p.split_k) == ("gemv_fma", 8)  # 128 tiles < 6 * 132: 1024 programs
     p = Int4Plan.for_shape(1, 4096, 4096, sm)
-    assert (p.path, p.split_k) == ("gemv_fma", 8)  # 32 groups: at most 8 splits of 4
+    assert (p.path, p.split_k) == ("gemv_fma", 4)  # 32 groups: at most 4 splits of 8
     p = Int4Plan.for_shape(1, 4096, 14336, sm)
-    assert (p.path, p.split_k) == ("gemv_fma", 16)
+    assert (p.path, p.split_k) == ("gemv_fma", 8)
     p = Int4Plan.for_shape(1, 128256, 4096, sm)
     assert p.split_k == 1  # 2004 tiles: enough programs
     p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=32)
     assert p.groups_per_iter == 4
     p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=4)  # words need group % 8 == 0
     assert p.path == "gemv_dot"
-    p = Int4Plan.for_shape(16, 28672, 8192, sm)
-    assert (p.path, p.block_m, p.block_n, p.split_k) == ("gemv_dot", 16, 64, 1)
+    p = Int4Plan.for_shape(16, 28672, 8192, sm)  # 224 tiles, split capped at 4
+    assert (p.path, p.block_m, p.block_n, p.split_k) == ("gemv_dot", 16, 128, 4)
     p = Int4Plan.for_shape(4096, 4096, 4096, sm)
     assert (p.path, p.block_m, p.num_warps, p.split_k) == ("tiled", 128, 8, 1)
     p = Int4Plan.for_shape(17, 4096, 4096, sm)
@@ -208,9 +208,7 @@ def test_plan_rule_h200_anchor_shapes():
 
 
 def test_plan_rule_small_k_never_splits_below_min_groups():
-    p = Int4Plan.for_shape(1, 16, 1024, 132)  # 8 groups: FMA splits keep >= 4 groups
-    assert p.split_k == 2
-    p = Int4Plan.for_shape(2, 16, 1024, 132)  # tensor-core GEMV: >= 8 groups per split
+    p = Int4Plan.for_shape(1, 16, 1024, 132)  # 8 groups: splitting would leave < 8 per split
     assert p.split_k == 1
 
 
@@ -283,9 +281,9 @@ def test_int4_linear_default_plan(M, N, K, group, path, dtype, poison):
 @kernels
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_int4_linear_default_plan_splits_k(dtype, poison):
-    M, N, K, group = 1, 48, 512, 32  # 1 tile of 64 rows on 4 SMs, 16 groups: 4 splits of 4
+    M, N, K, group = 1, 48, 512, 32  # 1 tile of 64 rows on 4 SMs, 16 groups: split 2
     plan = _plan(M, N, K, group)
-    assert plan.split_k == 4 and plan.path == "gemv_fma"
+    assert plan.split_k == 2 and plan.path == "gemv_fma"
     x, qw, w_exact = _case(M, N, K, group, dtype, seed=5)
     assert_close(int4_linear(x, qw), int4_linear_ref(x, w_exact))
 

@@ -78,19 +78,24 @@ FMA_K_PER_ITER = 128  # K values per FMA step: 64 rows x 64 B = 4 KB of weight p
 PROGRAMS_PER_SM = 3
 MIN_GROUPS_PER_SPLIT = 8  # each split streams >= 8 groups: its prologue and partial stay small
 MAX_SPLIT_K = 16
-# The FMA GEMV wants more programs: on the H200 (results/gemm-tuning-h200/round1.json, 64 rows x 2
-# warps) time fell with the program count up to ~900 (1x28672x8192: 448 programs 67.8 us, 896
-# 58.1, 1792 59.4; 1x14336x4096: 224 / 448 / 896 -> 28.9 / 20.4 / 18.8; 1x8192x8192: 128 / 256 /
-# 512 -> 50.3 / 30.6 / 21.1), so it splits up to 6 programs per SM and down to 4 groups a split
-# (1x4096x4096: 4 splits of 8 groups 8.9 us, 2 of 16 13.3).
-FMA_PROGRAMS_PER_SM = 6
-FMA_MIN_GROUPS_PER_SPLIT = 4
-# The PTX nibble decode (_DECODE_ASM) for the tensor-core paths; off under the interpreter.
-USE_ASM_DECODE = False
+# The GEMV paths want more programs: on the H200 (results/gemm-tuning-h200/round1.json, FMA, 64
+# rows x 2 warps) time fell with the program count up to ~900 (1x28672x8192: 448 programs 67.8
+# us, 896 58.1, 1792 59.4; 1x14336x4096: 224 / 448 / 896 -> 28.9 / 20.4 / 18.8; 1x8192x8192:
+# 128 / 256 / 512 -> 50.3 / 30.6 / 21.1; 1x4096x4096, 4 splits of 8 groups 8.9 us, 2 of 16 13.3),
+# so they split up to 6 programs per SM. The tensor-core GEMV was measured up to split 4 (best at
+# 4 on 5 of 6 shapes, explore2.json): it splits no further.
+GEMV_PROGRAMS_PER_SM = 6
+GEMV_DOT_MAX_SPLIT_K = 4
+# The tensor-core GEMV (2 <= M <= 16) with the PTX nibble decode and the weight as the dot's B
+# operand: on the H200 (results/gemm-tuning-h200/explore2.json, 128 rows, split 4) 56.4 us at
+# 4x28672x8192 (tinygemm 91.0, the Triton-op decode with the weight as A 79.0) and 59.1 us at
+# 16x28672x8192 (tinygemm 268, dense BF16 128). Both flags off under the interpreter (no PTX).
+USE_ASM_DECODE = True
 # M == 1 on the tensor-core paths: load x once per group and broadcast it (not 16 wrapped rows).
 ONE_ROW_BROADCAST = False
-# Tensor-core paths: the decoded weight as the dot's B operand (x the 16-row A side).
-WEIGHT_AS_B = False
+# Tensor-core paths: the decoded weight as the dot's B operand (x the 16-row A side). Only the
+# GEMV plans (block_m 16) use it: the tiled plans were slower with it (64x4096x14336).
+WEIGHT_AS_B = True
 
 
 def _pow2_floor(n: int) -> int:
@@ -146,13 +151,13 @@ class Int4Plan:
 
         1. M == 1 (and group_size % 8 == 0): FMA GEMV, ``block_n = 64`` with 2 warps,
            ``FMA_K_PER_ITER`` (128) values of K per step.
-           2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 64``.
+           2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 128``.
            M > 16: tiled, ``block_m = min(128, next_pow2(M))``, ``block_n = 128``.
            ``block_n`` never exceeds ``next_pow2(N)`` (>= 16).
         2. Split K (doubling, at most ``MAX_SPLIT_K``) while the output tiles alone give fewer than
            ``PROGRAMS_PER_SM * sm_count`` programs and every split keeps at least
-           ``MIN_GROUPS_PER_SPLIT`` groups (FMA GEMV: ``FMA_PROGRAMS_PER_SM`` and
-           ``FMA_MIN_GROUPS_PER_SPLIT``).
+           ``MIN_GROUPS_PER_SPLIT`` groups (GEMV paths: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
+           GEMV at most ``GEMV_DOT_MAX_SPLIT_K``).
         """
         # A symbolic M (torch.compile, dynamic shapes) is made concrete: the plan depends on it,
         # so the compiled graph guards on it (a new M recompiles rather than picking a wrong plan).
@@ -171,7 +176,8 @@ class Int4Plan:
                 num_stages=1,
             )
         elif M <= GEMV_MAX_M:
-            plan = dict(block_m=16, block_n=min(64, n_cap), num_stages=3)
+            # 128 rows: 56.4 us at 4x28672x8192 vs 66.7 with 64 (explore2.json)
+            plan = dict(block_m=16, block_n=min(128, n_cap), num_stages=3)
         else:
             bm = min(128, max(16, triton.next_power_of_2(M)))
             # 8 warps from 64 rows up: 64x128 with 4 warps spills (255 registers) on sm_90.
@@ -179,14 +185,14 @@ class Int4Plan:
                 block_m=bm, block_n=min(128, n_cap), num_warps=8 if bm >= 64 else 4, num_stages=3
             )
         tiles = triton.cdiv(max(M, 1), plan["block_m"]) * triton.cdiv(N, plan["block_n"])
-        fma = plan["block_m"] == 1
-        per_sm = FMA_PROGRAMS_PER_SM if fma else PROGRAMS_PER_SM
-        min_groups = FMA_MIN_GROUPS_PER_SPLIT if fma else MIN_GROUPS_PER_SPLIT
+        gemv = plan["block_m"] <= GEMV_MAX_M
+        per_sm = GEMV_PROGRAMS_PER_SM if gemv else PROGRAMS_PER_SM
+        max_split = GEMV_DOT_MAX_SPLIT_K if plan["block_m"] == 16 else MAX_SPLIT_K
         split = 1
         while (
             tiles * split < per_sm * sm_count
-            and n_groups >= 2 * split * min_groups
-            and split < MAX_SPLIT_K
+            and n_groups >= 2 * split * MIN_GROUPS_PER_SPLIT
+            and split < max_split
         ):
             split *= 2
         return cls(split_k=split, **plan)
@@ -666,9 +672,9 @@ def int4_linear_packed(
         GROUP=group_size, HALF_PAD=_half_pad(group_size),
         WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
         BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
-        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, ASM=USE_ASM_DECODE and not upcast,
+        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, ASM=USE_ASM_DECODE and not upcast and not interpreter_enabled(),
         ONE_ROW=ONE_ROW_BROADCAST and M == 1 and plan.block_m > 1,
-        W_AS_B=WEIGHT_AS_B and plan.block_m > 1,
+        W_AS_B=WEIGHT_AS_B and 1 < plan.block_m <= GEMV_MAX_M,
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )  # fmt: skip
     if plan.split_k > 1:
