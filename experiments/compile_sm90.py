@@ -91,14 +91,15 @@ def main():
     elif which in ("int4dot", "int4fma"):
         from warpgauge.kernels import int4 as i4
 
-        sig = {"x_ptr": "*bf16", "w_ptr": "*u8" if which == "int4dot" else "*i32",
-               "s_ptr": "*bf16", "y_ptr": "*bf16", "part_ptr": "*fp32"}  # fmt: skip
+        dt = kv.get("dt", "bf16")
+        sig = {"x_ptr": f"*{dt}", "w_ptr": "*u8" if which == "int4dot" else "*i32",
+               "s_ptr": f"*{dt}", "y_ptr": f"*{dt}", "part_ptr": "*fp32"}  # fmt: skip
         for k in ("M", "N", "K", "magic", "stride_xm", "stride_xk", "stride_wn", "stride_sn",
                   "stride_ym", "stride_yn"):  # fmt: skip
             sig[k] = "i32"
         bm = int(kv.get("bm", 16 if which == "int4dot" else 1))
         const = dict(GROUP=128, HALF_PAD=64, WPAD=16, BLOCK_M=bm, BLOCK_N=int(kv.get("bn", 64)),
-                     GPI=int(kv.get("gpi", 1)), SPLIT_K=int(kv.get("split", 1)), X_BF16=True,
+                     GPI=int(kv.get("gpi", 1)), SPLIT_K=int(kv.get("split", 1)), X_BF16=dt == "bf16",
                      UPCAST=False, ASM=bool(int(kv.get("asm", 1))),
                      ONE_ROW=bool(int(kv.get("one", 0))), W_AS_B=bool(int(kv.get("wb", 0))),
                      stride_xk=1, stride_yn=1)  # fmt: skip

@@ -94,7 +94,8 @@ USE_ASM_DECODE = True
 # M == 1 on the tensor-core paths: load x once per group and broadcast it (not 16 wrapped rows).
 ONE_ROW_BROADCAST = False
 # Tensor-core paths: the decoded weight as the dot's B operand (x the 16-row A side). Only the
-# GEMV plans (block_m 16) use it: the tiled plans were slower with it (64x4096x14336).
+# GEMV plans (block_m 16) use it and the PTX decode: the tiled plans (M > 16) were no faster with
+# either (64x28672x8192: 131.4 us plain, 136.4 PTX decode; 256x28672x8192: 338.8 / 345.2).
 WEIGHT_AS_B = True
 
 
@@ -672,7 +673,7 @@ def int4_linear_packed(
         GROUP=group_size, HALF_PAD=_half_pad(group_size),
         WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
         BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
-        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, ASM=USE_ASM_DECODE and not upcast and not interpreter_enabled(),
+        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, ASM=USE_ASM_DECODE and not interpreter_enabled() and 1 < plan.block_m <= GEMV_MAX_M,
         ONE_ROW=ONE_ROW_BROADCAST and M == 1 and plan.block_m > 1,
         W_AS_B=WEIGHT_AS_B and 1 < plan.block_m <= GEMV_MAX_M,
         num_warps=plan.num_warps, num_stages=plan.num_stages,
