@@ -203,8 +203,8 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
             return
         sms = device_info(a.device).sm_count
 
-        cfg = tma.choose(M, N, sms)
-        _log_rule((M, N, K, keys[2], str(a.dtype)), cfg)
+        cfg = tma.choose(keys[0], N, sms)  # the M bucket: one config (one binary) per bucket
+        _log_rule((keys[0], N, keys[1], keys[2], str(a.dtype)), cfg)
         meta = dict(cfg.kwargs, **base)
         tma.with_blocks(descs, meta)
         launch(tma.tma_kernel, tma.grid(M, N, meta, sms), *args, **meta,

@@ -178,7 +178,8 @@ def _waves(M: int, N: int, bm: int, bn: int, sm_count: int) -> int:
 
 
 def choose(M: int, N: int, sm_count: int) -> triton.Config:
-    """The config rule: the fewest whole waves of big tiles, smaller tiles under one wave."""
+    """The config rule: the fewest whole waves of big tiles, smaller tiles under one wave. The
+    caller passes M's bucket (gemm_tile._bucket), so every M of a bucket shares one config."""
     tiles = triton.cdiv(M, 128) * triton.cdiv(N, 256)
     if tiles < sm_count:
         return MID if triton.cdiv(M, 128) * triton.cdiv(N, 128) >= 48 else SMALL
