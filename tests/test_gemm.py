@@ -489,3 +489,7 @@ def test_tma_config_rule():
     assert T.choose(4096, 4104, 132) is T.TALL  # 128x256: 544 tiles, 5 waves; 256x128: 4
     assert T.choose(1024, 1024, 132) is T.MID  # under one wave: 64 tiles of 128x128
     assert T.choose(128, 4096, 132) is T.SMALL  # 32 tiles of 128x128: 128x64 instead
+    assert T.choose(2048, 2048, 132) is T.WIDE  # 128 tiles: one wave
+    assert T.choose(2048, 2056, 132) is T.MID  # 144 wide tiles: 2 waves; 272 mid: 3 half-cost
+    assert T.choose(4096, 14336, 132) is T.WIDE
+    assert T.choose(4096, 1024, 132) is T.WIDE  # 16384x1024x1024 has M bucket 4096
