@@ -294,3 +294,202 @@ def test_error_backward_shapes():
         gemm_backward(rand(4, 6, dtype=torch.float16), a, b)
     with pytest.raises(TypeError, match="cast one"):
         gemm_backward(rand(4, 5, dtype=torch.bfloat16), a, b)
+
+
+# ---- paths (issue 11): skinny split-K, TMA descriptors, pointer kernel with alignment hints
+
+
+@pytest.fixture
+def force_path(monkeypatch):
+    def force(path):
+        monkeypatch.setattr(gemm_mod, "FORCE_PATH", path)
+
+    return force
+
+
+def _linear_operands(M, N, K, dtype, seed=0):
+    """x (M, K) row-major and b = w.t() for w (N, K): the F.linear layout."""
+    return rand(M, K, dtype=dtype, seed=seed), rand(N, K, dtype=dtype, seed=seed + 1).t()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "M,N,K,split",
+    [
+        (1, 45, 200, 3),  # one token, odd N, a K tail inside the last split (200 = 12*16 + 8)
+        (5, 64, 96, 1),  # no split: the program rounds and stores C itself
+        (16, 70, 130, 4),  # split ranges of 3 steps + a 2-element tail; 3 N-tiles, wrapped rows
+        (33, 32, 64, 8),  # 8 splits of 8 elements... more splits than 16-wide steps: empty splits
+        (64, 50, 48, 2),  # the largest skinny M: one 64-wide token tile
+    ],
+)
+def test_skinny_split_k_matches_fp64(M, N, K, split, dtype):
+    a, b = _linear_operands(M, N, K, dtype, seed=M)
+    plan = gemm_mod.skinny.SkinnyPlan(max(16, 1 << (M - 1).bit_length()), 32, 16, split)
+    c = torch.full((M, N), float("nan"), dtype=dtype, device=DEV)
+    gemm_mod._launch_skinny(a, b, c, upcast=dtype == torch.bfloat16 and DEV == "cpu", plan=plan)
+    assert_close(c, ref64(a, b), msg=f"{M}x{N}x{K} split={split}")
+
+
+def test_skinny_split_k_is_bit_identical_run_to_run():
+    a, b = _linear_operands(7, 40, 256, torch.float16, seed=3)
+    plan = gemm_mod.skinny.SkinnyPlan(16, 32, 16, 5)  # 5 splits of 4 steps (the last one short)
+    outs = []
+    for _ in range(3):
+        c = torch.full((7, 40), float("nan"), dtype=torch.float16, device=DEV)
+        gemm_mod._launch_skinny(a, b, c, upcast=False, plan=plan)
+        outs.append(c)
+    assert all(torch.equal(o, outs[0]) for o in outs)
+    assert_close(outs[0], ref64(a, b))
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "strided_out"])
+def test_default_path_skinny_for_few_tokens(layout):
+    M, N, K = 9, 37, 77
+    a = (
+        rand(K, M, dtype=torch.float16, seed=4).t()
+        if layout == "TN"
+        else rand(M, K, dtype=torch.float16, seed=4)
+    )
+    b = (
+        rand(N, K, dtype=torch.float16, seed=5).t()
+        if layout == "NT"
+        else rand(K, N, dtype=torch.float16, seed=5)
+    )
+    out = None
+    if layout == "strided_out":
+        out = torch.full((N, M), float("nan"), dtype=torch.float16, device=DEV).t()
+    assert gemm_mod._path(a, b, torch.empty(M, N), "m") == "skinny"
+    assert_close(gemm(a, b, out=out), ref64(a, b), msg=layout)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "M,N,K,layout",
+    [
+        (70, 40, 24, "NN"),  # partial tiles in M, N and K: TMA zero-fills and clips them
+        (67, 48, 56, "NT"),  # B = w.t(): a transposed box
+        (72, 104, 40, "TN"),  # A = x.t(), M contiguous
+        (72, 40, 24, "TT"),  # both transposed; M = 72 keeps the A^T rows 16-byte aligned
+        (66, 56, 40, "sliced"),  # rows of a wider buffer, 16-byte aligned offset and stride
+    ],
+)
+def test_tma_path_matches_fp64(M, N, K, layout, dtype):
+    if layout == "sliced":
+        a = rand(M, K + 16, dtype=dtype, seed=6)[:, 8 : 8 + K]
+        b = rand(K, N + 8, dtype=dtype, seed=7)[:, :N]
+    else:
+        a = (
+            rand(K, M, dtype=dtype, seed=6).t()
+            if layout[0] == "T"
+            else rand(M, K, dtype=dtype, seed=6)
+        )
+        b = (
+            rand(N, K, dtype=dtype, seed=7).t()
+            if layout[1] == "T"
+            else rand(K, N, dtype=dtype, seed=7)
+        )
+    c = torch.empty(M, N, dtype=dtype, device=DEV)
+    assert gemm_mod._path(a, b, c, "m") == "tma"
+    assert_close(gemm(a, b), ref64(a, b), msg=layout)
+
+
+def test_tma_not_taken_for_unaligned_rows():
+    a, b = rand(70, 45, dtype=torch.float16), rand(45, 40, dtype=torch.float16)  # stride 45: 90 B
+    assert gemm_mod._path(a, b, torch.empty(70, 40, dtype=torch.float16), "m") == "tile"
+
+
+@pytest.mark.parametrize(
+    "M,N,K",
+    [
+        (70, 72, 40),  # N and K = 8 mod 16: strides get the 16-byte hint (bits 1, 2, 4, 7)
+        (66, 45, 51),  # odd: no hints, scalar loads
+    ],
+)
+def test_pointer_path_with_alignment_hints(M, N, K, force_path):
+    force_path("tile")
+    a, b = rand(M, K, dtype=torch.float16, seed=8), rand(K, N, dtype=torch.float16, seed=9)
+    c = torch.empty(M, N, dtype=torch.float16, device=DEV)
+    h = gemm_mod.hints(a, b, c)
+    assert (h != 0) == (N % 16 == 8)
+    assert_close(gemm(a, b), ref64(a, b))
+    _, db = gemm_backward(rand(M, N, dtype=torch.float16, seed=10), a, b, needs_a=False)
+    assert_close(db, ref64(a.t(), rand(M, N, dtype=torch.float16, seed=10)))
+
+
+def test_hints_bits():
+    a = torch.empty(80, 24, dtype=torch.float16)  # stride(0) 24 = 8 mod 16
+    b = torch.empty(24, 40, dtype=torch.float16)  # stride(0) 40
+    c = torch.empty(80, 40, dtype=torch.float16)
+    assert gemm_mod.hints(a, b, c) == 0b1 | 0b100 | 0b10000 | 0b10000000
+    assert gemm_mod.hints(a, b, c, "k") == gemm_mod.hints(a, b, c)  # M = 80 is 0 mod 16
+    a2 = torch.empty(72, 24, dtype=torch.float16)
+    assert gemm_mod.hints(a2, b, torch.empty(72, 40, dtype=torch.float16), "k") & 64
+    assert gemm_mod.hints(a2, b, torch.empty(72, 40, dtype=torch.float16), "m") & 64 == 0
+
+
+def test_skinny_plan_rule():
+    P = gemm_mod.skinny.SkinnyPlan
+    p = P.for_shape(1, 4096, 4096, 132)  # 64 tiles of 64 rows: 4 splits = 256 programs
+    assert (p.block_m, p.block_n, p.block_k, p.split_k, p.num_stages) == (16, 64, 128, 4, 4)
+    p = P.for_shape(1, 14336, 4096, 132)  # wide N: 128-row tiles, 112 of them, 2 splits
+    assert (p.block_n, p.split_k, p.num_stages) == (128, 2, 3)
+    p = P.for_shape(64, 4096, 4096, 132)  # 64 tokens: 1 program per SM
+    assert (p.block_m, p.split_k) == (64, 2)
+    assert P.for_shape(1, 1024, 8192, 132).split_k == 16  # 16 tiles; 64 K steps: 4 per split
+    assert P.for_shape(3, 64, 64, 132).split_k == 1  # too little K to split
+    assert p.steps_per_split(4096) * p.block_k * p.split_k >= 4096
+
+
+@pytest.mark.parametrize(
+    "M,N,K,layout",
+    [
+        (70, 45, 51, "NN"),  # every row unaligned: A, B and C are padded copies
+        (66, 40, 37, "NT"),  # K odd: A and B = w.t() (its column-major copy keeps the swap)
+        (67, 37, 48, "TN"),  # A = x.t() with M odd; N odd: C padded and copied back
+    ],
+)
+def test_pad_path_for_unaligned_rows(M, N, K, layout, monkeypatch):
+    monkeypatch.setattr(gemm_mod, "PAD_MIN_WORK", 0)
+    a = (
+        rand(K, M, dtype=torch.float16, seed=11).t()
+        if layout[0] == "T"
+        else rand(M, K, dtype=torch.float16, seed=11)
+    )
+    b = (
+        rand(N, K, dtype=torch.float16, seed=12).t()
+        if layout[1] == "T"
+        else rand(K, N, dtype=torch.float16, seed=12)
+    )
+    c = torch.full((M, N), float("nan"), dtype=torch.float16, device=DEV)
+    assert gemm_mod._path(a, b, c, "m") == "pad"
+    a0, b0 = a.clone(), b.clone()
+    gemm(a, b, out=c)
+    assert_close(c, ref64(a, b), msg=layout)
+    assert torch.equal(a, a0) and torch.equal(b, b0)  # the copies never write the operands
+    strided = torch.full((N, M), float("nan"), dtype=torch.float16, device=DEV).t()
+    assert gemm_mod._path(a, b, strided, "m") == "tile"  # column-major C: pointer kernel
+
+
+def test_pad_path_for_a_sliced_base_when_big(monkeypatch):
+    # 16-byte aligned rows but a base off its 128-byte line (a[:, 8:]): padded copy when big
+    monkeypatch.setattr(gemm_mod, "PAD_MIN_WORK", 0)
+    a = rand(70, 72, dtype=torch.float16, seed=13)[:, 8:]  # (70, 64), stride 72, base + 16 B
+    b = rand(64, 48, dtype=torch.float16, seed=14)
+    c = torch.empty(70, 48, dtype=torch.float16, device=DEV)
+    assert gemm_mod._path(a, b, c, "m") == "pad"
+    assert_close(gemm(a, b), ref64(a, b))
+    monkeypatch.setattr(gemm_mod, "PAD_MIN_WORK", 1 << 30)
+    assert gemm_mod._path(a, b, c, "m") == "tma"  # small: TMA in place
+
+
+def test_tma_config_rule():
+    T = gemm_mod.tma
+    assert T.choose(4096, 4096, 132) is T.WIDE  # 512 tiles: 4 waves either way
+    assert T.choose(4096, 4104, 132) is T.TALL  # 128x256: 544 tiles, 5 waves; 256x128: 4
+    assert T.choose(1024, 1024, 132) is T.MID  # under one wave: 64 tiles of 128x128
+    assert T.choose(128, 4096, 132) is T.SMALL  # 32 tiles of 128x128: 128x64 instead
+    assert T.choose(2048, 2048, 132) is T.WIDE  # 128 tiles: one wave
+    assert T.choose(2048, 2056, 132) is T.MID  # 144 wide tiles: 2 waves; 272 mid: 3 half-cost
+    assert T.choose(4096, 14336, 132) is T.WIDE
+    assert T.choose(4096, 1024, 132) is T.WIDE  # 16384x1024x1024 has M bucket 4096

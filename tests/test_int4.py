@@ -185,20 +185,22 @@ def test_quantize_errors():
 def test_plan_rule_h200_anchor_shapes():
     sm = 132
     p = Int4Plan.for_shape(1, 28672, 8192, sm)
-    assert (p.path, p.block_n, p.num_warps, p.split_k) == ("gemv_fma", 64, 2, 1)  # 448 tiles
+    assert (p.path, p.block_n, p.num_warps, p.split_k) == ("gemv_fma", 64, 2, 2)  # 448 tiles
     assert p.groups_per_iter == 1  # 128 K values per step
     p = Int4Plan.for_shape(1, 8192, 8192, sm)
-    assert (p.path, p.split_k) == ("gemv_fma", 4)  # 128 tiles < 3 * 132: 512 programs
+    assert (p.path, p.split_k) == ("gemv_fma", 8)  # 128 tiles < 6 * 132: 1024 programs
     p = Int4Plan.for_shape(1, 4096, 4096, sm)
     assert (p.path, p.split_k) == ("gemv_fma", 4)  # 32 groups: at most 4 splits of 8
     p = Int4Plan.for_shape(1, 4096, 14336, sm)
     assert (p.path, p.split_k) == ("gemv_fma", 8)
+    p = Int4Plan.for_shape(1, 128256, 4096, sm)
+    assert p.split_k == 1  # 2004 tiles: enough programs
     p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=32)
     assert p.groups_per_iter == 4
     p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=4)  # words need group % 8 == 0
     assert p.path == "gemv_dot"
-    p = Int4Plan.for_shape(16, 28672, 8192, sm)
-    assert (p.path, p.block_m, p.block_n, p.split_k) == ("gemv_dot", 16, 64, 1)
+    p = Int4Plan.for_shape(16, 28672, 8192, sm)  # 224 tiles, split capped at 4
+    assert (p.path, p.block_m, p.block_n, p.split_k) == ("gemv_dot", 16, 128, 4)
     p = Int4Plan.for_shape(4096, 4096, 4096, sm)
     assert (p.path, p.block_m, p.num_warps, p.split_k) == ("tiled", 128, 8, 1)
     p = Int4Plan.for_shape(17, 4096, 4096, sm)
@@ -308,6 +310,30 @@ def test_int4_linear_every_forced_path(plan, M, dtype, poison):
     x, qw, w_exact = _case(M, N, K, group, dtype, seed=M)
     y = int4_linear(x, qw, plan=plan)
     assert_close(y, int4_linear_ref(x, w_exact), msg=f"M={M} {plan}")
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M", [1, 3, 17])
+@pytest.mark.parametrize("plan", FORCED[2:], ids=lambda p: f"{p.path}-s{p.split_k}")
+def test_int4_weight_as_dot_b_operand(plan, M, dtype, poison, monkeypatch):
+    # WEIGHT_AS_B: x is the dot's A side and the decoded weight tile its B side (acc is y, not y^T)
+    monkeypatch.setattr(int4_mod, "WEIGHT_AS_B", True)
+    x, qw, w_exact = _case(M, 21, 320, 64, dtype, seed=7)
+    assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"M={M} {plan}")
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("plan", FORCED[2:], ids=lambda p: f"{p.path}-s{p.split_k}")
+def test_int4_one_row_broadcast_on_tensor_core_paths(plan, dtype, poison, monkeypatch):
+    # M == 1 on a tensor-core plan with ONE_ROW_BROADCAST: x is loaded once per group and
+    # broadcast to the dot's columns instead of re-reading 16 wrapped copies of the row.
+    monkeypatch.setattr(int4_mod, "ONE_ROW_BROADCAST", True)
+    x, qw, w_exact = _case(1, 21, 320, 64, dtype, seed=5)
+    assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"{plan}")
+    xs = _case(2, 21, 640, 64, dtype, seed=6)[0][:1, ::2]  # one row with stride_xk = 2
+    assert_close(int4_linear(xs, qw, plan=plan), int4_linear_ref(xs, w_exact))
 
 
 @kernels

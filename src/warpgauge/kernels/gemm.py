@@ -37,14 +37,27 @@ order keeps that reuse in L2, so DRAM traffic stays close to the compulsory byte
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import triton
-import triton.language as tl
 
 from .._checks import HALF_DTYPES, check_same_device, check_same_dtype, check_tensor
-from .._device import interpreter_enabled
+from .._device import device_info, interpreter_enabled
+from . import gemm_skinny as skinny
+from . import gemm_tma as tma
 from ._launch import compiled_variants as _count
 from ._launch import empty, launch
+from .gemm_skinny import SKINNY_MAX_M
+from .gemm_tile import (  # noqa: F401
+    _INTERPRETER_CONFIG,
+    _KERNELS,
+    M_BUCKET_MAX,
+    _bucket,
+    _layout,
+    hints,
+    quick_bench,
+)
 from .work import Work, esize
 
 __all__ = [
@@ -54,235 +67,194 @@ __all__ = [
     "gemm_grad_b",
     "work",
     "compiled_variants",
+    "tuning_log",
     "M_BUCKET_MAX",
 ]
 
-M_BUCKET_MAX = 4096  # beyond this the best tile no longer changes with M (tiles are <= 256 wide)
-
-
-def _bucket(n: int) -> int:
-    """Power-of-two bucket of a dimension for the autotuning key: 1, 2, 4, ..., M_BUCKET_MAX.
-
-    A symbolic size (torch.compile with dynamic shapes) gets M_BUCKET_MAX instead of a guard on
-    its value: there Inductor tunes the kernel itself, and every config stays eligible."""
-    if isinstance(n, torch.SymInt):
-        return M_BUCKET_MAX
-    return min(triton.next_power_of_2(max(int(n), 1)), M_BUCKET_MAX)
-
-
-def _layout(a: torch.Tensor, b: torch.Tensor) -> int:
-    """Which operand dims are contiguous (bit 0: A along K, 1: A along M, 2: B along N, 3: B along K).
-    Part of the autotuning key: the best tile differs between, e.g., A and A^T."""
-    # bool(): under torch.compile with dynamic shapes the comparisons are SymBools (guarded here).
-    return (
-        int(bool(a.stride(1) == 1))
-        | int(bool(a.stride(0) == 1)) << 1
-        | int(bool(b.stride(1) == 1)) << 2
-        | int(bool(b.stride(0) == 1)) << 3
-    )
-
-
-# Hopper (sm_90) configs: 228 KB of shared memory per SM allows 128x256x64 tiles 3 stages deep
-# ((128*64 + 64*256) * 2 B * 3 = 144 KB); 8 warps = two warpgroups issuing wgmma. Smaller tiles are
-# for small or skinny problems where the big tiles leave most SMs idle.
-def _cfg(bm, bn, bk, stages, warps):
-    return triton.Config(
-        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8},
-        num_stages=stages,
-        num_warps=warps,
-    )
-
-
-_CONFIGS = [
-    _cfg(128, 256, 64, 3, 8),
-    _cfg(256, 128, 64, 3, 8),
-    _cfg(128, 128, 64, 4, 8),
-    _cfg(128, 128, 64, 4, 4),
-    _cfg(64, 256, 64, 4, 4),
-    _cfg(64, 128, 64, 4, 4),
-    _cfg(128, 64, 64, 4, 4),
-    _cfg(64, 64, 64, 4, 4),
-]
-
-# Under the interpreter (no autotuning there) one small fixed config: every program is numpy work.
-_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4}
-
-_KEY = ["M_BUCKET", "N", "K_BUCKET", "LAYOUT"]
-
-
-def _prune(configs, named_args, **kwargs):
-    """Skip tiles far wider than the problem (they only add idle lanes and benchmarking time)."""
-    m_cap = max(64, named_args["M_BUCKET"])
-    n_cap = max(64, triton.next_power_of_2(named_args["N"]))
-    kept = [c for c in configs if c.kwargs["BLOCK_M"] <= m_cap and c.kwargs["BLOCK_N"] <= n_cap]
-    return kept or [configs[-1]]
-
-
-@triton.jit
-def _gemm_tile(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bk,
-    stride_bn,
-    stride_cm,
-    stride_cn,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    UPCAST: tl.constexpr,
-):
-    # I/O: read A (M*K) + read B (K*N) + write C (M*N), elements of a.dtype; 2*M*N*K FLOPs.
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    # Grouped order: GROUP_M row-tiles walk the column tiles together, so the B panels they
-    # share are read from DRAM once per group rather than once per row-tile.
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-
-    # Wrapped row/column offsets: the last tile re-reads valid rows instead of masking every load.
-    offs_am = ((pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M).to(tl.int64)
-    offs_bn = ((pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N).to(tl.int64)
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :].to(tl.int64) * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None].to(tl.int64) * stride_bk + offs_bn[None, :] * stride_bn
-
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    k_full = K // BLOCK_K
-    for _ in range(0, k_full):
-        a = tl.load(a_ptrs)
-        b = tl.load(b_ptrs)
-        if UPCAST:  # interpreter only: its BF16 tl.dot is wrong; FP32 products of BF16 are exact
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    k_rem = K - k_full * BLOCK_K
-    if k_rem > 0:  # the K tail: one masked step, zeros beyond K
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_rem, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_rem, other=0.0)
-        if UPCAST:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc)
-
-    c = acc.to(c_ptr.dtype.element_ty)  # the one rounding
-    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = (
-        c_ptr
-        + offs_cm[:, None].to(tl.int64) * stride_cm
-        + offs_cn[None, :].to(tl.int64) * stride_cn
-    )
-    tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
-
-
-@triton.autotune(configs=_CONFIGS, key=_KEY, prune_configs_by={"early_config_prune": _prune})
-@triton.jit(do_not_specialize=["M", "M_BUCKET", "K_BUCKET", "LAYOUT"])
-def _gemm_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bk,
-    stride_bn,
-    stride_cm,
-    stride_cn,
-    M_BUCKET,
-    K_BUCKET,
-    LAYOUT,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    UPCAST: tl.constexpr,
-):
-    """Token count in M (forward, dA): M is never specialized, so every M shares one binary."""
-    _gemm_tile(
-        a_ptr, b_ptr, c_ptr, M, N, K,
-        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, UPCAST,
-    )  # fmt: skip
-
-
-@triton.autotune(configs=_CONFIGS, key=_KEY, prune_configs_by={"early_config_prune": _prune})
-@triton.jit(do_not_specialize=["K", "M_BUCKET", "K_BUCKET", "LAYOUT"])
-def _gemm_kernel_kred(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bk,
-    stride_bn,
-    stride_cm,
-    stride_cn,
-    M_BUCKET,
-    K_BUCKET,
-    LAYOUT,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    UPCAST: tl.constexpr,
-):
-    """Token count in K (dB = A^T @ dC): K is never specialized, so every K shares one binary."""
-    _gemm_tile(
-        a_ptr, b_ptr, c_ptr, M, N, K,
-        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, UPCAST,
-    )  # fmt: skip
-
-
-_KERNELS = {"m": _gemm_kernel, "k": _gemm_kernel_kred}
-
 
 def compiled_variants(which: str | None = None) -> int:
-    """Number of compiled binaries in Triton's in-memory cache for the GEMM kernels (both entry
-    points, or ``which`` = ``"m"`` / ``"k"``). Autotuning compiles one per surviving config; a new M
-    inside a known bucket must not add any. Always 0 under the interpreter (nothing is compiled)."""
-    return sum(_count(k) for name, k in _KERNELS.items() if which in (None, name))
+    """Number of compiled binaries in Triton's in-memory cache for the GEMM kernels: those a
+    token count in M can reach (``which="m"``: pointer M entry, TMA, skinny and its reduction),
+    in K (``"k"``: pointer K entry, TMA), or all (None). Autotuning compiles one per surviving
+    config; a new token count inside a known bucket must not add any. Always 0 under the
+    interpreter (nothing is compiled)."""
+    kernels = {
+        "m": [_KERNELS["m"], tma.tma_kernel, skinny.skinny_kernel, skinny.reduce_kernel],
+        "k": [_KERNELS["k"], tma.tma_kernel],
+    }
+    if which is None:
+        chosen = {id(k): k for ks in kernels.values() for k in ks}.values()
+    else:
+        chosen = kernels[which]
+    return sum(_count(k) for k in chosen)
+
+
+_TUNING: list[dict] = []
+
+
+def tuning_log() -> list[dict]:
+    """One record per autotuning this process ran: kernel, key (M bucket, N, K bucket, layout
+    code), the chosen config, and the tuning time in seconds (compiling and timing every
+    surviving config). A later call whose key is in the log reuses that config: no tuning."""
+    return list(_TUNING)
+
+
+_TMA_LOGGED: set = set()
+
+
+def _log_rule(key: tuple, cfg: triton.Config) -> None:
+    """The TMA path picks its config by rule (``gemm_tma.choose``), not by timing: log it once per
+    key with a tuning time of 0 so ``tuning_log`` covers every path."""
+    if key not in _TMA_LOGGED:
+        _TMA_LOGGED.add(key)
+        conf = dict(cfg.kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        _TUNING.append(dict(kernel="tma_kernel", key=list(key), config=conf, tuning_s=0.0))
+
+
+def _tuned_launch(kernel, grid, *args, **meta) -> None:
+    seen = len(kernel.cache)
+    launch(kernel, grid, *args, **meta)
+    if len(kernel.cache) > seen:  # this call tuned a new key
+        key = list(kernel.cache)[-1]
+        cfg = kernel.cache[key]
+        _TUNING.append(
+            dict(
+                kernel=kernel.fn.__name__,
+                key=[k for k in key if isinstance(k, int)][:4],
+                config=dict(cfg.kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages),
+                tuning_s=getattr(kernel, "bench_time", None),
+            )
+        )
+
+
+def _path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str) -> str:
+    """Which kernel runs ``c = a @ b``: "skinny" (few tokens in M), "tma" or "tile" (pointers)."""
+    M = a.shape[0]
+    if token_dim == "m" and M <= SKINNY_MAX_M:
+        return "skinny"
+    if FORCE_PATH is not None:
+        return FORCE_PATH
+    # Under torch.compile the launch is traced through wrap_triton; descriptors built on the host
+    # and config pre-hooks are not traced, so compiled graphs take the pointer kernel.
+    if torch.compiler.is_compiling():
+        return "tile"
+    if not tma.device_ok(a):
+        return "tile"
+    M, K = a.shape
+    big = M * b.shape[1] * K >= PAD_MIN_WORK
+    if tma.eligible(a, b, c) and (not big or all(tma.base_aligned(t) for t in (a, b, c))):
+        return "tma"
+    if big and tma.unit_stride(a) and tma.unit_stride(b) and c.stride(1) == 1:
+        return "pad"
+    return "tma" if tma.eligible(a, b, c) else "tile"
+
+
+# Rows that are not 16-byte aligned (an odd K or N in a row-major operand) make TMA impossible and
+# the pointer kernel's loads scalar: 0.33x cuBLAS at 4095^3 (2991 us). Copying such operands into
+# rows padded to 8 elements and running the TMA kernel took 299 us there (cuBLAS 917: 3.1x), 217
+# us at 4096x4096x4095 (cuBLAS 969) and 74.8 us at 2047^3 NT (pointer kernel 127, cuBLAS 130)
+# (results/gemm-tuning-h200/round1.json). The copies move (MK + KN + MN) elements twice, so below
+# ~1024^3 of work they are not worth it (not measured there: the pointer kernel stays).
+# A base address 16- but not 128-byte aligned (a sliced view a[:, 8:]) also pays: 4096^3 sliced
+# ran 335 us through TMA in place and 265 us after the copies (cuBLAS 199; explore2.json).
+PAD_MIN_WORK = 1 << 30
+
+
+def _padded(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` with the same major order whose rows start 16-byte aligned."""
+    if tma.aligned(t) and tma.base_aligned(t):
+        return t
+    r, cdim = t.shape
+    if t.stride(1) == 1 or t.stride(0) != 1:  # row-major copy: pad the row length
+        buf = empty((r, triton.cdiv(cdim, 8) * 8), t.dtype, t.device)[:, :cdim]
+    else:  # column-major: pad the column length, keep the stride swap
+        buf = empty((cdim, triton.cdiv(r, 8) * 8), t.dtype, t.device)[:, :r].t()
+    return buf.copy_(t)
+
+
+FORCE_PATH: str | None = None  # tests set "tile" to reach the pointer kernel on aligned shapes
 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = "m") -> None:
     """c[:] = a @ b. Shapes, dtypes and devices already validated; no copies of a or b."""
     M, K = a.shape
     N = b.shape[1]
+    path = _path(a, b, c, token_dim)
+    upcast = interpreter_enabled() and a.dtype == torch.bfloat16
+    if path == "skinny":
+        _launch_skinny(a, b, c, upcast)
+        return
+    if path == "pad":
+        cp = _padded(c)
+        _launch(_padded(a), _padded(b), cp, token_dim)  # now TMA-eligible: path "tma"
+        if cp is not c:
+            c.copy_(cp)
+        return
+    h = hints(a, b, c, token_dim)
+    keys = (_bucket(M), _bucket(K), _layout(a, b) | h << 4)
+    if path == "tma":
+        descs = tma.descriptors(a, b, c)
+        args = (descs[0], descs[1], descs[2], M, N, K, *keys)
+        base = dict(A_T=descs[3], B_T=descs[4], UPCAST=upcast)
+        if interpreter_enabled():
+            meta = dict(tma.INTERPRETER_CONFIG, **base)
+            tma.with_blocks(descs, meta)
+            launch(tma.tma_kernel, tma.grid(M, N, meta, 1 << 30), *args, **meta, num_warps=4)
+            return
+        sms = device_info(a.device).sm_count
+
+        cfg = tma.choose(keys[0], N, sms)  # the M bucket: one config (one binary) per bucket
+        _log_rule((keys[0], N, keys[1], keys[2], str(a.dtype)), cfg)
+        meta = dict(cfg.kwargs, **base)
+        tma.with_blocks(descs, meta)
+        launch(tma.tma_kernel, tma.grid(M, N, meta, sms), *args, **meta,
+               num_warps=cfg.num_warps, num_stages=cfg.num_stages)  # fmt: skip
+        return
     kernel = _KERNELS[token_dim]
     args = (
         a, b, c, M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        _bucket(M), _bucket(K), _layout(a, b),
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), *keys,
     )  # fmt: skip
     if interpreter_enabled():
         cfg = _INTERPRETER_CONFIG
         grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
-        launch(kernel.fn, grid, *args, **cfg, UPCAST=a.dtype == torch.bfloat16, num_warps=4)
+        launch(kernel.fn, grid, *args, **cfg, UPCAST=upcast, HINTS=h, num_warps=4)
         return
 
     def grid(meta):
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
-    launch(kernel, grid, *args, UPCAST=False)
+    _tuned_launch(kernel, grid, *args, UPCAST=False, HINTS=h)
+
+
+def _launch_skinny(a, b, c, upcast: bool, plan: skinny.SkinnyPlan | None = None) -> None:
+    """Few tokens: C^T = B^T A^T with split-K and a fixed-order reduction (see gemm_skinny)."""
+    M, K = a.shape
+    N = b.shape[1]
+    if plan is None:
+        plan = skinny.SkinnyPlan.for_shape(M, N, K, device_info(a.device).sm_count)
+        if interpreter_enabled():  # small tiles: every program is numpy work
+            plan = dataclasses.replace(plan, block_n=32, block_k=16)
+            plan = dataclasses.replace(plan, split_k=min(plan.split_k, triton.cdiv(K, 16)))
+    h = hints(a, b, c) & ~64  # the token count M is never a hinted (specialized) size here
+    partial = plan.split_k > 1
+    part = empty((plan.split_k, M, N), torch.float32, a.device) if partial else c
+    launch(
+        skinny.skinny_kernel, plan.grid(M, N),
+        a, b, c, part, M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        plan.steps_per_split(K), _bucket(M), _bucket(K), _layout(a, b),
+        BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, BLOCK_K=plan.block_k, PARTIAL=partial,
+        HINTS=h, UPCAST=upcast, num_warps=plan.num_warps, num_stages=plan.num_stages,
+    )  # fmt: skip
+    if partial:
+        launch(
+            skinny.reduce_kernel, (triton.cdiv(M * N, REDUCE_BLOCK),),
+            part, c, M, N, plan.split_k, c.stride(0), c.stride(1), BLOCK=REDUCE_BLOCK,
+        )  # fmt: skip
+
+
+REDUCE_BLOCK = 1024
 
 
 def _fill_degenerate(a: torch.Tensor, c: torch.Tensor) -> bool:

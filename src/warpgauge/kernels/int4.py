@@ -79,6 +79,25 @@ FMA_K_PER_ITER = 128  # K values per FMA step: 64 rows x 64 B = 4 KB of weight p
 PROGRAMS_PER_SM = 3
 MIN_GROUPS_PER_SPLIT = 8  # each split streams >= 8 groups: its prologue and partial stay small
 MAX_SPLIT_K = 16
+# The GEMV paths want more programs: on the H200 (results/gemm-tuning-h200/round1.json, FMA, 64
+# rows x 2 warps) time fell with the program count up to ~900 (1x28672x8192: 448 programs 67.8
+# us, 896 58.1, 1792 59.4; 1x14336x4096: 224 / 448 / 896 -> 28.9 / 20.4 / 18.8; 1x8192x8192:
+# 128 / 256 / 512 -> 50.3 / 30.6 / 21.1; 1x4096x4096, 4 splits of 8 groups 8.9 us, 2 of 16 13.3),
+# so they split up to 6 programs per SM. The tensor-core GEMV was measured up to split 4 (best at
+# 4 on 5 of 6 shapes, explore2.json): it splits no further.
+GEMV_PROGRAMS_PER_SM = 6
+GEMV_DOT_MAX_SPLIT_K = 4
+# The tensor-core GEMV (2 <= M <= 16) with the PTX nibble decode and the weight as the dot's B
+# operand: on the H200 (results/gemm-tuning-h200/explore2.json, 128 rows, split 4) 56.4 us at
+# 4x28672x8192 (tinygemm 91.0, the Triton-op decode with the weight as A 79.0) and 59.1 us at
+# 16x28672x8192 (tinygemm 268, dense BF16 128). Both flags off under the interpreter (no PTX).
+USE_ASM_DECODE = True
+# M == 1 on the tensor-core paths: load x once per group and broadcast it (not 16 wrapped rows).
+ONE_ROW_BROADCAST = False
+# Tensor-core paths: the decoded weight as the dot's B operand (x the 16-row A side). Only the
+# GEMV plans (block_m 16) use it and the PTX decode: the tiled plans (M > 16) were no faster with
+# either (64x28672x8192: 131.4 us plain, 136.4 PTX decode; 256x28672x8192: 338.8 / 345.2).
+WEIGHT_AS_B = True
 
 
 def _pow2_floor(n: int) -> int:
@@ -134,12 +153,13 @@ class Int4Plan:
 
         1. M == 1 (and group_size % 8 == 0): FMA GEMV, ``block_n = 64`` with 2 warps,
            ``FMA_K_PER_ITER`` (128) values of K per step.
-           2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 64``.
+           2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 128``.
            M > 16: tiled, ``block_m = min(128, next_pow2(M))``, ``block_n = 128``.
            ``block_n`` never exceeds ``next_pow2(N)`` (>= 16).
         2. Split K (doubling, at most ``MAX_SPLIT_K``) while the output tiles alone give fewer than
            ``PROGRAMS_PER_SM * sm_count`` programs and every split keeps at least
-           ``MIN_GROUPS_PER_SPLIT`` groups.
+           ``MIN_GROUPS_PER_SPLIT`` groups (GEMV paths: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
+           GEMV at most ``GEMV_DOT_MAX_SPLIT_K``).
         """
         # A symbolic M (torch.compile, dynamic shapes) is made concrete: the plan depends on it,
         # so the compiled graph guards on it (a new M recompiles rather than picking a wrong plan).
@@ -158,7 +178,8 @@ class Int4Plan:
                 num_stages=1,
             )
         elif M <= GEMV_MAX_M:
-            plan = dict(block_m=16, block_n=min(64, n_cap), num_stages=3)
+            # 128 rows: 56.4 us at 4x28672x8192 vs 66.7 with 64 (explore2.json)
+            plan = dict(block_m=16, block_n=min(128, n_cap), num_stages=3)
         else:
             bm = min(128, max(16, triton.next_power_of_2(M)))
             # 8 warps from 64 rows up: 64x128 with 4 warps spills (255 registers) on sm_90.
@@ -166,11 +187,14 @@ class Int4Plan:
                 block_m=bm, block_n=min(128, n_cap), num_warps=8 if bm >= 64 else 4, num_stages=3
             )
         tiles = triton.cdiv(max(M, 1), plan["block_m"]) * triton.cdiv(N, plan["block_n"])
+        gemv = plan["block_m"] <= GEMV_MAX_M
+        per_sm = GEMV_PROGRAMS_PER_SM if gemv else PROGRAMS_PER_SM
+        max_split = GEMV_DOT_MAX_SPLIT_K if plan["block_m"] == 16 else MAX_SPLIT_K
         split = 1
         while (
-            tiles * split < PROGRAMS_PER_SM * sm_count
+            tiles * split < per_sm * sm_count
             and n_groups >= 2 * split * MIN_GROUPS_PER_SPLIT
-            and split < MAX_SPLIT_K
+            and split < max_split
         ):
             split *= 2
         return cls(split_k=split, **plan)
@@ -217,6 +241,31 @@ def _fma_load(w_ptrs, x_ptrs, s_ptrs, g0, g_limit,
 
 
 @triton.jit
+def _fma_step(b, xv, sc, xscale, magic, GPI: tl.constexpr, WPAD: tl.constexpr):
+    """One K step of the FMA GEMV: sum over GPI groups of scale * sum(q * x), per row."""
+    x8 = xv.to(tl.float32) * xscale[None, None, :]
+    xa, xb = tl.split(tl.reshape(x8, (GPI, WPAD, 4, 2)))  # i even / odd
+    xa0, xa1 = tl.split(tl.reshape(xa, (GPI, WPAD, 2, 2)))  # i in {0, 4} / {2, 6}
+    xb0, xb1 = tl.split(tl.reshape(xb, (GPI, WPAD, 2, 2)))  # i in {1, 5} / {3, 7}
+    x0, x4 = tl.split(xa0)
+    x2, x6 = tl.split(xa1)
+    x1, x5 = tl.split(xb0)
+    x3, x7 = tl.split(xb1)
+    w = b ^ _XOR8
+    wh = w >> 12
+    t = _nib(w, 0xF, magic, 8388616.0) * x0[None, :, :]
+    t += _nib(w, 0xF0, magic, 8388736.0) * x1[None, :, :]
+    t += _nib(w, 0xF00, magic, 8390656.0) * x2[None, :, :]
+    t += _nib(w, 0xF000, magic, 8421376.0) * x3[None, :, :]
+    t += _nib(w, 0xF0000, magic, 8912896.0) * x4[None, :, :]
+    t += _nib(wh, 0xF00, magic, 8390656.0) * x5[None, :, :]
+    t += _nib(wh, 0xF000, magic, 8421376.0) * x6[None, :, :]
+    t += _nib(wh, 0xF0000, magic, 8912896.0) * x7[None, :, :]
+    p = tl.sum(t, axis=2)  # [BN, GPI]: one group's sum of q * x per row
+    return tl.sum(p * sc.to(tl.float32), axis=1)
+
+
+@triton.jit
 def _gemv_fma(x_ptr, w_ptr, s_ptr, row, offs_n, it_start, it_end, n_groups, magic,
               stride_xm, stride_xk, stride_wn, stride_sn,
               GROUP: tl.constexpr, WPAD: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -245,6 +294,7 @@ def _gemv_fma(x_ptr, w_ptr, s_ptr, row, offs_n, it_start, it_end, n_groups, magi
     acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
     g_limit = tl.minimum(it_end * GPI, n_groups)
     # Register double-buffering: the next step's loads are issued before this step's math.
+    # (A plain loop is not software-pipelined by Triton here: no cp.async in its SASS.)
     b, xv, sc = _fma_load(w_ptrs, x_ptrs, s_ptrs, g_start, g_limit, GROUP, WPAD, GPI)
     for it in range(it_start, it_end):
         w_ptrs += GPI * WORDS
@@ -253,38 +303,66 @@ def _gemv_fma(x_ptr, w_ptr, s_ptr, row, offs_n, it_start, it_end, n_groups, magi
         b_nx, x_nx, s_nx = _fma_load(
             w_ptrs, x_ptrs, s_ptrs, (it + 1) * GPI, g_limit, GROUP, WPAD, GPI
         )
-        x8 = xv.to(tl.float32) * xscale[None, None, :]
-        xa, xb = tl.split(tl.reshape(x8, (GPI, WPAD, 4, 2)))  # i even / odd
-        xa0, xa1 = tl.split(tl.reshape(xa, (GPI, WPAD, 2, 2)))  # i in {0, 4} / {2, 6}
-        xb0, xb1 = tl.split(tl.reshape(xb, (GPI, WPAD, 2, 2)))  # i in {1, 5} / {3, 7}
-        x0, x4 = tl.split(xa0)
-        x2, x6 = tl.split(xa1)
-        x1, x5 = tl.split(xb0)
-        x3, x7 = tl.split(xb1)
-        w = b ^ _XOR8
-        wh = w >> 12
-        t = _nib(w, 0xF, magic, 8388616.0) * x0[None, :, :]
-        t += _nib(w, 0xF0, magic, 8388736.0) * x1[None, :, :]
-        t += _nib(w, 0xF00, magic, 8390656.0) * x2[None, :, :]
-        t += _nib(w, 0xF000, magic, 8421376.0) * x3[None, :, :]
-        t += _nib(w, 0xF0000, magic, 8912896.0) * x4[None, :, :]
-        t += _nib(wh, 0xF00, magic, 8390656.0) * x5[None, :, :]
-        t += _nib(wh, 0xF000, magic, 8421376.0) * x6[None, :, :]
-        t += _nib(wh, 0xF0000, magic, 8912896.0) * x7[None, :, :]
-        p = tl.sum(t, axis=2)  # [BN, GPI]: one group's sum of q * x per row
-        acc += tl.sum(p * sc.to(tl.float32), axis=1)
+        acc += _fma_step(b, xv, sc, xscale, magic, GPI, WPAD)
         b, xv, sc = b_nx, x_nx, s_nx
     return acc
 
 
+# PTX decode of 4 packed bytes (one 32-bit register, pack=4) into 8 values, two per 32-bit
+# register: PRMT spreads bytes (b0, b1) and (b2, b3) into the two halves of a register, LOP3
+# computes ((b & 0xF) ^ 0x8) | magic per half in one instruction (magic 0x4300: BF16 128 + u,
+# 0x6400: FP16 1024 + u, u = q + 8), and one packed FMA subtracts (136 | 1032): 12 instructions per
+# 8 values, against ~4 per value for the same steps in Triton's 16-bit integer ops. Elementwise per
+# byte: output lo[j] / hi[j] is the low / high nibble of input byte j.
+_DECODE_ASM = """{
+.reg .b32 z, m, one, neg, t0, t1, s0, s1;
+mov.b32 z, 0;
+mov.b32 m, MAGIC;
+mov.b32 one, ONE;
+mov.b32 neg, NEG;
+prmt.b32 t0, $4, z, 0x4140;
+prmt.b32 t1, $4, z, 0x4342;
+shr.u32 s0, t0, 4;
+shr.u32 s1, t1, 4;
+lop3.b32 t0, t0, 0x000F000F, m, 0x6A;
+lop3.b32 t1, t1, 0x000F000F, m, 0x6A;
+lop3.b32 s0, s0, 0x000F000F, m, 0x6A;
+lop3.b32 s1, s1, 0x000F000F, m, 0x6A;
+fma.rn.TY $0, t0, one, neg;
+fma.rn.TY $1, t1, one, neg;
+fma.rn.TY $2, s0, one, neg;
+fma.rn.TY $3, s1, one, neg;
+}"""
+_DECODE_BF16 = tl.constexpr(
+    _DECODE_ASM.replace("MAGIC", "0x43084308").replace("ONE", "0x3F803F80")
+    .replace("NEG", "0xC308C308").replace("TY", "bf16x2")
+)  # fmt: skip
+_DECODE_F16 = tl.constexpr(
+    _DECODE_ASM.replace("MAGIC", "0x64086408").replace("ONE", "0x3C003C00")
+    .replace("NEG", "0xE408E408").replace("TY", "f16x2")
+)  # fmt: skip
+
+
 @triton.jit
-def _dequant16(b, R: tl.constexpr, H: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr):
+def _dequant16(b, R: tl.constexpr, H: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr,
+               ASM: tl.constexpr = False):  # fmt: skip
     """uint8 bytes [R, H] -> the exact integers q as an [R, 2H] tile in k order (byte j holds
     k = 2j and 2j + 1), 16-bit in x's dtype (FP32 under the interpreter, whose BF16 dot is wrong)."""
     if UPCAST:
         bi = b.to(tl.int32)
         lo = ((bi & 0xF) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
         hi = ((bi >> 4) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
+    elif ASM:
+        if X_BF16:
+            lo, hi = tl.inline_asm_elementwise(
+                _DECODE_BF16, "=r,=r,=r,=r,r", [b], dtype=(tl.bfloat16, tl.bfloat16),
+                is_pure=True, pack=4,
+            )  # fmt: skip
+        else:
+            lo, hi = tl.inline_asm_elementwise(
+                _DECODE_F16, "=r,=r,=r,=r,r", [b], dtype=(tl.float16, tl.float16),
+                is_pure=True, pack=4,
+            )  # fmt: skip
     else:
         bi = b.to(tl.int16)
         if X_BF16:  # bits 0x4300 + u = 128 + u in BF16
@@ -300,7 +378,8 @@ def _dequant16(b, R: tl.constexpr, H: tl.constexpr, X_BF16: tl.constexpr, UPCAST
 def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
               stride_xm, stride_xk, stride_wn, stride_sn,
               GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-              BLOCK_N: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+              BLOCK_N: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr,
+              ASM: tl.constexpr, ONE_ROW: tl.constexpr, W_AS_B: tl.constexpr = False):  # fmt: skip
     # Per group: read BLOCK_N x GROUP/2 weight bytes + BLOCK_N scales (DRAM stream) and the
     # GROUP x BLOCK_M slice of x (L2); one [BLOCK_N, GROUP] x [GROUP, BLOCK_M] tensor-core product.
     HALF: tl.constexpr = GROUP // 2
@@ -312,25 +391,44 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
         + (g_start * GROUP + cc).to(tl.int64)[:, None] * stride_xk
         + offs_m.to(tl.int64)[None, :] * stride_xm
     )
+    # ONE_ROW (M == 1): x is one row, loaded once per group and broadcast to the dot's 16 columns
+    x1_ptrs = x_ptr + (g_start * GROUP + cc).to(tl.int64) * stride_xk
     s_ptrs = s_ptr + offs_n.to(tl.int64) * stride_sn + g_start
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    if W_AS_B:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for _ in range(g_start, g_end):
         if HALF_PAD == HALF:
             b = tl.load(w_ptrs)
-            xt = tl.load(x_ptrs)
+            if ONE_ROW:
+                xt = tl.broadcast_to(tl.load(x1_ptrs)[:, None], (2 * HALF_PAD, BLOCK_M))
+            else:
+                xt = tl.load(x_ptrs)
         else:
             b = tl.load(w_ptrs, mask=(jj < HALF)[None, :], other=0)
-            xt = tl.load(x_ptrs, mask=(cc < GROUP)[:, None], other=0.0)
+            if ONE_ROW:
+                xv = tl.load(x1_ptrs, mask=cc < GROUP, other=0.0)
+                xt = tl.broadcast_to(xv[:, None], (2 * HALF_PAD, BLOCK_M))
+            else:
+                xt = tl.load(x_ptrs, mask=(cc < GROUP)[:, None], other=0.0)
+        x1_ptrs += GROUP * stride_xk
         sc = tl.load(s_ptrs).to(tl.float32)
         w_ptrs += HALF
         x_ptrs += GROUP * stride_xk
         s_ptrs += 1
-        wq = _dequant16(b, BLOCK_N, HALF_PAD, X_BF16, UPCAST)
+        wq = _dequant16(b, BLOCK_N, HALF_PAD, X_BF16, UPCAST, ASM)
         if UPCAST:
             xt = xt.to(tl.float32)
-        part = tl.dot(wq, xt)  # exact integer weights: the scale is applied once per group
-        acc += part * sc[:, None]
-    return acc
+        if W_AS_B:  # x as the dot's A side (M x K), the decoded weight as B (K x N): acc is y
+            acc += tl.dot(tl.trans(xt), tl.trans(wq)) * sc[None, :]
+        else:  # exact integer weights: the scale is applied once per group
+            acc += tl.dot(wq, xt) * sc[:, None]
+    if W_AS_B:
+        out = tl.trans(acc)
+    else:
+        out = acc
+    return out
 
 
 @triton.jit(do_not_specialize=["M", "magic"])
@@ -339,7 +437,8 @@ def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
                     GROUP: tl.constexpr, HALF_PAD: tl.constexpr, WPAD: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GPI: tl.constexpr,
                     SPLIT_K: tl.constexpr, X_BF16: tl.constexpr,
-                    UPCAST: tl.constexpr):  # fmt: skip
+                    UPCAST: tl.constexpr, ASM: tl.constexpr = False,
+                    ONE_ROW: tl.constexpr = False, W_AS_B: tl.constexpr = False):  # fmt: skip
     # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K, write y M*N; with
     # SPLIT_K > 1 also write + read SPLIT_K*M*N FP32 partials. FLOPs 2*M*N*K.
     # w_ptr: the packed weight as int32 words (BLOCK_M == 1) or bytes (tensor-core paths);
@@ -375,7 +474,8 @@ def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         acc = _tile_dot(x_ptr, w_ptr, s_ptr, offs_m % M, rows_n, g_start, g_end,
                         stride_xm, stride_xk, stride_wn, stride_sn,
-                        GROUP, HALF_PAD, BLOCK_M, BLOCK_N, X_BF16, UPCAST)  # fmt: skip
+                        GROUP, HALF_PAD, BLOCK_M, BLOCK_N, X_BF16, UPCAST, ASM,
+                        ONE_ROW, W_AS_B)  # fmt: skip
         mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
         if SPLIT_K == 1:
             y_ptrs = (
@@ -581,7 +681,9 @@ def int4_linear_packed(
         GROUP=group_size, HALF_PAD=_half_pad(group_size),
         WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
         BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
-        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast,
+        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, ASM=USE_ASM_DECODE and not interpreter_enabled() and 1 < plan.block_m <= GEMV_MAX_M,
+        ONE_ROW=ONE_ROW_BROADCAST and M == 1 and plan.block_m > 1,
+        W_AS_B=WEIGHT_AS_B and 1 < plan.block_m <= GEMV_MAX_M,
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )  # fmt: skip
     if plan.split_k > 1:
