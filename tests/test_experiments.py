@@ -165,7 +165,7 @@ def test_gemm_grouping_launch_path_matches_the_reference():
     import torch
     import triton
 
-    from warpgauge.kernels import gemm as G
+    from warpgauge.kernels import gemm_tile as T
 
     M, N, K = 40, 24, 20
     g = torch.Generator().manual_seed(3)
@@ -176,9 +176,9 @@ def test_gemm_grouping_launch_path_matches_the_reference():
     grid = (triton.cdiv(M, 16) * triton.cdiv(N, 16),)
     for gm in (1, 2, 8):
         c = torch.full((M, N), float("nan"), dtype=torch.float16)
-        G._gemm_kernel.fn[grid](
+        T._gemm_kernel.fn[grid](
             a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-            c.stride(0), c.stride(1), G._bucket(M), G._bucket(K), G._layout(a, b),
-            GROUP_M=gm, UPCAST=True, **tile,
+            c.stride(0), c.stride(1), T._bucket(M), T._bucket(K), T._layout(a, b),
+            GROUP_M=gm, UPCAST=True, HINTS=T.hints(a, b, c), **tile,
         )  # fmt: skip
         assert torch.allclose(c.double(), ref, rtol=2e-2, atol=2e-2), gm

@@ -33,6 +33,7 @@ def _cell(M: int, N: int, K: int, tiny: bool) -> dict:
     import torch
 
     from warpgauge.kernels import gemm as G
+    from warpgauge.kernels import gemm_tile as T
 
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
@@ -40,15 +41,15 @@ def _cell(M: int, N: int, K: int, tiny: bool) -> dict:
     tuned = None
     if not tiny:  # autotuning compiles every config: too slow for a smoke run
         G.gemm(a, b)  # autotune once, outside timing
-        tuned = _tuned_tile(G._gemm_kernel)
+        tuned = _tuned_tile(T._gemm_kernel)
     tile = {k: v for k, v in (tuned or DEFAULT_TILE).items() if k != "GROUP_M"}
     grid = (triton.cdiv(M, tile["BLOCK_M"]) * triton.cdiv(N, tile["BLOCK_N"]),)
 
     def launch(g, c):
-        return G._gemm_kernel.fn[grid](
+        return T._gemm_kernel.fn[grid](
             a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-            c.stride(0), c.stride(1), G._bucket(M), G._bucket(K), G._layout(a, b),
-            GROUP_M=g, UPCAST=False, **tile,
+            c.stride(0), c.stride(1), T._bucket(M), T._bucket(K), T._layout(a, b),
+            GROUP_M=g, UPCAST=False, HINTS=T.hints(a, b, c), **tile,
         )  # fmt: skip
 
     variants, meta, errs = {}, {}, {}

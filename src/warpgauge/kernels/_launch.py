@@ -81,22 +81,24 @@ def empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan_for(rows: int, width: int, sm_count: int) -> RowPlan:
+def _plan_for(rows: int, width: int, sm_count: int, op: str = "") -> RowPlan:
     from .plans import RowPlan  # imports triton: not at ``import warpgauge`` time
 
-    return RowPlan.for_shape(rows, width, sm_count)
+    return RowPlan.for_shape(rows, width, sm_count, op)
 
 
-def row_plan(rows: int, width: int, device: torch.device, plan: RowPlan | None) -> RowPlan:
-    """``plan`` if given, else the documented rule's plan for this shape (cached per shape:
-    a frozen dataclass is immutable, so the same object serves every call)."""
+def row_plan(
+    rows: int, width: int, device: torch.device, plan: RowPlan | None, op: str = ""
+) -> RowPlan:
+    """``plan`` if given, else the documented rule's plan for ``op`` at this shape (cached per
+    shape: a frozen dataclass is immutable, so the same object serves every call)."""
     if plan is not None:
         return plan
     if isinstance(rows, int) and isinstance(width, int):  # SymInts (tracing) are not cached
-        return _plan_for(rows, width, device_info(device).sm_count)
+        return _plan_for(rows, width, device_info(device).sm_count, op)
     from .plans import RowPlan
 
-    return RowPlan.for_shape(rows, width, device_info(device).sm_count)
+    return RowPlan.for_shape(rows, width, device_info(device).sm_count, op)
 
 
 def empty_rows_like(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .._device import device_info
+from ._launch import row_plan
 from .plans import RowPlan
 
 EDGE = 16  # lanes of the edge tensor: 8 head slots and 8 tail slots
@@ -65,10 +65,9 @@ def stride8(*strides: int) -> bool:
 
 
 def plan_for(rows: int, width: int, device: torch.device, plan: RowPlan | None, op: str):
-    """``plan`` if given, else the rule's plan for ``op`` on ``device`` (its SM count)."""
-    if plan is not None:
-        return plan
-    return RowPlan.for_shape(rows, width, device_info(device).sm_count, op)
+    """``plan`` if given, else the rule's plan for ``op`` on ``device`` (its SM count), cached
+    per shape by ``_launch.row_plan`` so a repeated call builds no plan."""
+    return row_plan(rows, width, device, plan, op)
 
 
 __all__ = ["plan_for", "EDGE", "body_span", "edge_index", "align_for", "stride8", "triton"]

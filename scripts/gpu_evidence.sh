@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The committed H200 evidence of one session, in three device calls made back to back (each
+# within the 30 s a machine stays warm): the peers' wheels are larger than one transfer with the
+# tree, so they travel in three parts (.peers/a and .peers/b: the two halves of the CUTLASS DSL
+# wheel, ../shared/peers/README.md; .peers/c: the other peer wheels).
+#
+#   OUT=... WARPGAUGE_GIT_COMMIT=<sha> bash scripts/gpu_evidence.sh one    # carry .peers/a .whl
+#   OUT=... WARPGAUGE_GIT_COMMIT=<sha> bash scripts/gpu_evidence.sh two    # carry .peers/b
+#   OUT=... WARPGAUGE_GIT_COMMIT=<sha> bash scripts/gpu_evidence.sh three  # carry .peers/c
+#
+# one: the GPU tests (parallel lanes, correctness only), then host mode. two: the default suite's
+# gemm, int4_linear and add cases. three: the peers installed, then the default suite's row
+# operators (softmax, add_rms_norm, row_sum, with QuACK and Liger), then a quick training-step run.
+# Every part has its own time limit and is packed into $OUT/<part>.tgz as soon as it ends, so what
+# finished comes back even if a later part is cut off. Timing parts run alone on the GPU.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+: "${OUT:?OUT must name the output folder}"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export WARPGAUGE_GIT_DIRTY="${WARPGAUGE_GIT_DIRTY:-0}"
+site=/tmp/wg-site
+stage=/tmp/wg-stage
+export PYTHONPATH="$PWD/src:$site:$site/nvidia_cutlass_dsl/dsl_packages"
+stamp() { date -u +%H:%M:%S; }
+pack() { tar -czf "$OUT/$1.tgz" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"; echo "[$(stamp)] packed $1"; }
+wg() { python3 -m warpgauge "$@"; }
+
+install_wheels() {  # jsonschema (+ its deps) and whatever peers are staged
+  mkdir -p "$site"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$site" .whl/*.whl "$@" >"$OUT/pip.log" 2>&1 || echo "wheel install failed (see pip.log)"
+}
+
+bench_part() {  # bench_part NAME LIMIT_S ARGS...: one run under $OUT/NAME, validated and summarized
+  local name=$1 limit=$2; shift 2
+  mkdir -p "$OUT/$name"
+  echo "[$(stamp)] bench $name: $*"
+  timeout -k 10 "$limit" python3 -m warpgauge bench --out "$OUT/$name" "$@" >"$OUT/$name/bench.log" 2>&1
+  echo "bench exit $?" >>"$OUT/$name/bench.log"
+  for run in "$OUT/$name"/*/; do
+    [ -f "$run/run.json" ] || continue
+    timeout 60 python3 -m warpgauge validate "$run" >"$OUT/$name/validate.txt" 2>&1
+    echo "validate exit $?" >>"$OUT/$name/validate.txt"
+  done
+  tail -n 4 "$OUT/$name/bench.log" "$OUT/$name/validate.txt" 2>/dev/null
+  pack "$name"
+}
+
+tests_part() {  # GPU tests in parallel lanes; correctness only, so sharing the GPU is fine
+  local d="$OUT/gputests" P="python3 -m pytest -q -p no:cacheprovider -rfE"
+  mkdir -p "$d"
+  lane() { local n=$1 t=$2; shift 2; ( timeout -k 5 "$t" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+  echo "[$(stamp)] gpu tests"
+  lane engine 160 $P tests/gpu/test_bench_engine_gpu.py tests/gpu/test_host_path_gpu.py
+  lane rows 160 $P tests/gpu/test_rows_gpu.py -k "not full_size"
+  lane rows_full 160 $P tests/gpu/test_rows_gpu.py -k "full_size"
+  lane gemm_int4 160 $P tests/gpu/test_gemm_int4_gpu.py
+  lane training 160 $P tests/gpu/test_training_gpu.py tests/gpu/test_cuda_softmax_gpu.py tests/gpu/test_nn_gpu.py tests/gpu/test_transformers_gpu.py
+  lane hardening 160 $P tests/gpu/test_determinism_gpu.py tests/gpu/test_indexing_gpu.py
+  wait
+  { nvidia-smi; python3 -c 'import torch,triton;print(torch.__version__,triton.__version__,torch.cuda.get_device_name())'; } >"$d/env.log" 2>&1
+  for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+  pack gputests
+}
+
+case "${1:-}" in
+  one)  # carries .peers/a (first half of the big wheel) and .whl
+    mkdir -p "$stage" && cp .peers/a/* "$stage/" 2>/dev/null || echo "no .peers/a to stage"
+    install_wheels
+    tests_part
+    bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    ;;
+  two)  # carries .peers/b (second half); no peers needed for gemm, int4_linear and add
+    cp .peers/b/* "$stage/" 2>/dev/null || echo "no .peers/b to stage"
+    bench_part fwd-gemm-int4 200 --ops gemm,int4_linear,add --max-minutes 2.7
+    ;;
+  three)  # carries .peers/c (the other peer wheels)
+    cp .peers/c/* "$stage/" 2>/dev/null || echo "no .peers/c to stage"
+    if [ -f "$stage/cu13.name" ] && [ -f "$stage/cu13.part.aa" ] && [ -f "$stage/cu13.part.ab" ]; then
+      cat "$stage/cu13.part.aa" "$stage/cu13.part.ab" >"$stage/$(cat "$stage/cu13.name")"
+      install_wheels "$stage"/*.whl
+    else
+      echo "peers not staged (calls one and two must run just before): no QuACK"
+    fi
+    python3 -c "import quack.softmax, liger_kernel; print('peers ok')" 2>&1 | tail -n 1
+    bench_part fwd-rows 330 --ops softmax,add_rms_norm,row_sum --max-minutes 4.6
+    bench_part fwd-bwd 110 --mode fwd_bwd --quick --ops softmax,add_rms_norm --max-minutes 1.3
+    ;;
+  *) echo "usage: gpu_evidence.sh one|two|three"; exit 2 ;;
+esac
+ls -la "$OUT"
