@@ -190,3 +190,23 @@ def test_int4_weight_arguments_are_part_of_the_signature(toy, monkeypatch):  # n
     _replay.call(launcher, (_x(4, 16), weight(group_size=64)), _run)
     assert len(calls) == 3
     _replay.clear()
+
+
+def test_an_argument_holding_its_own_pointer_is_never_replayed(monkeypatch):
+    """A TMA TensorDescriptor carries the tensor it was built on: a replay would reuse it and
+    launch on the recorded call's memory (seen on the H200: the TMA GEMM replayed into a stale
+    output). Only tensors (rebuilt from the new pointers) and plain scalars may be recorded."""
+    from types import SimpleNamespace
+
+    class Descriptor:
+        def __init__(self, t):
+            self.base = t
+
+    monkeypatch.setattr(_launch, "_RUNTIME", (lambda: 0, None, None))
+    x = _x(4, 16)
+    out = torch.empty_like(x)
+    entry = SimpleNamespace(fast=lambda *a: None, head=())
+    rec = SimpleNamespace(launches=[(entry, (1, 1, 1), (x, out, 16, 0.5))], allocs=[out])
+    assert _replay._Recipe.build(rec, [x], out) is not None  # control: these arguments record
+    rec.launches = [(entry, (1, 1, 1), (Descriptor(x), out, 16, 0.5))]
+    assert _replay._Recipe.build(rec, [x], out) is None

@@ -98,7 +98,9 @@ def row_plan(
         return _plan_for(rows, width, device_info(device).sm_count, op)
     from .plans import RowPlan
 
-    return RowPlan.for_shape(rows, width, device_info(device).sm_count, op)
+    # Under tracing with dynamic shapes the width is a SymInt. Widths are compile-time for the
+    # kernels (constexpr N), so the plan specializes on it (a guard); rows stay symbolic.
+    return RowPlan.for_shape(rows, int(width), device_info(device).sm_count, op)
 
 
 def empty_rows_like(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:

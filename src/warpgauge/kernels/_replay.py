@@ -175,6 +175,7 @@ def _record(launcher, args, run, tensors, per, sig):
 
 
 _REFUSED = object()
+_SCALARS = (int, float, bool, str)
 
 
 class _Recipe:
@@ -201,6 +202,10 @@ class _Recipe:
                         return None  # a tensor the recipe cannot rebuild (a copy, an offset view)
                     slots.append((pos, src))
                     template[pos] = None
+                elif a is not None and type(a) not in _SCALARS:
+                    # An object that holds pointers of its own (a TMA TensorDescriptor holds its
+                    # base tensor): replaying it would launch on the recorded call's memory.
+                    return None
             launches.append((entry.fast, entry.head, g0, g1, g2, tuple(template), tuple(slots)))
         result = _result_plan(out, rec.allocs)
         if result is None:

@@ -127,6 +127,9 @@ def _tuned_launch(kernel, grid, *args, **meta) -> None:
         )
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
 def _path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str) -> str:
     """Which kernel runs ``c = a @ b``: "skinny" (few tokens in M), "tma" or "tile" (pointers)."""
     M = a.shape[0]
@@ -136,8 +139,8 @@ def _path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str) -> 
         return FORCE_PATH
     # Under torch.compile the launch is traced through wrap_triton; descriptors built on the host
     # and config pre-hooks are not traced, so compiled graphs take the pointer kernel.
-    if torch.compiler.is_compiling():
-        return "tile"
+    if torch.compiler.is_compiling() or not all(type(t) in _PLAIN for t in (a, b, c)):
+        return "tile"  # fake/functional tensors (tracing, opcheck) have no data pointer to check
     if not tma.device_ok(a):
         return "tile"
     M, K = a.shape

@@ -631,7 +631,7 @@ def _plan_for(M: int, N: int, K: int, sm_count: int, group_size: int) -> Int4Pla
 
 def _check_plan(plan, M, N, K, group_size, sm_count) -> Int4Plan:
     if plan is None:
-        if type(M) is int:  # a SymInt (tracing) is not cached
+        if all(type(v) is int for v in (M, N, K)):  # SymInts (tracing) are not cached
             return _plan_for(M, N, K, sm_count, group_size)
         return Int4Plan.for_shape(M, N, K, sm_count, group_size)
     if not isinstance(plan, Int4Plan):

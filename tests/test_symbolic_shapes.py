@@ -1,0 +1,58 @@
+"""The registered ops traced with symbolic (dynamic) shapes on fake tensors, as opcheck's
+``test_aot_dispatch_dynamic`` and ``torch.compile(dynamic=True)`` run them. The H200 run of
+commit 81d95f5 failed there: a row plan hashed a SymInt width, the GEMM asked a fake tensor for
+its data pointer and the INT4 plan cache hashed SymInt shapes. Runs on the CPU (the fake
+implementations never launch)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+import warpgauge as wg
+
+
+@pytest.fixture
+def mode():
+    return FakeTensorMode(shape_env=ShapeEnv())
+
+
+def _sym(mode, t):
+    ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * t.dim())
+    return mode.from_tensor(t, symbolic_context=ctx)
+
+
+@pytest.mark.parametrize("width", [127, 4097, 40000])  # resident, wide resident, looped/split
+def test_row_ops_trace_with_symbolic_rows_and_width(mode, width):
+    x = _sym(mode, torch.randn(8, width))
+    w = _sym(mode, torch.randn(width))
+    with mode:
+        y = torch.ops.warpgauge.softmax(x)
+        s = torch.ops.warpgauge.row_sum(x)
+        out, h = torch.ops.warpgauge.add_rms_norm(x, x, w, 1e-6)
+        dx = torch.ops.warpgauge.softmax_backward(y, y)
+    assert y.shape == x.shape and out.shape == x.shape and h.shape == x.shape
+    assert s.shape == x.shape[:1] and dx.shape == x.shape
+    assert isinstance(y.shape[0], torch.SymInt)  # rows stayed symbolic
+
+
+@pytest.mark.parametrize("mnk", [(96, 72, 80), (16, 72, 80)])  # tile path, skinny path
+def test_gemm_traces_with_symbolic_shapes(mode, mnk):
+    m, n, k = mnk
+    a = _sym(mode, torch.randn(m, k, dtype=torch.float16))
+    b = _sym(mode, torch.randn(k, n, dtype=torch.float16))
+    with mode:
+        c = torch.ops.warpgauge.gemm(a, b)
+        da = torch.ops.warpgauge.gemm_grad_a(c, b)
+    assert c.shape == (a.shape[0], b.shape[1]) and da.shape == a.shape
+
+
+def test_int4_linear_traces_with_symbolic_shapes(mode):
+    q = wg.quantize_int4(torch.randn(64, 256))
+    x = _sym(mode, torch.randn(3, 256, dtype=torch.bfloat16))
+    packed, scales = _sym(mode, q.packed), _sym(mode, q.scales)
+    with mode:
+        y = torch.ops.warpgauge.int4_linear(x, packed, scales, 128)
+    assert y.shape == (x.shape[0], packed.shape[0])
