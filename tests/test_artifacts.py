@@ -510,6 +510,25 @@ def test_git_state_commit_and_dirty(tmp_path):
     assert E.git_state(sub)[1] is True  # asked from a subdirectory: the whole checkout counts
 
 
+def test_a_stale_git_keeps_the_claimed_commit_beside_its_own(tmp_path, monkeypatch):
+    """The lent GPU machine's copy carried the .git of an earlier sync, so git said "HEAD plus
+    changes" for code that was another commit (results/h200-session4/README.md). The commit the
+    caller names is kept beside git's, marked as a claim; a clean checkout records no claim."""
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "f.txt").write_text("a")
+    subprocess.run([*git, "add", "f.txt"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=tmp_path, check=True)
+    monkeypatch.setenv("WARPGAUGE_GIT_COMMIT", "81d95f59a942")
+    assert "claimed_commit" not in E.git_info(tmp_path)  # clean: git's answer is the whole truth
+    (tmp_path / "f.txt").write_text("newer code")
+    info = E.git_info(tmp_path)
+    assert info["source"] == "git" and info["dirty"] is True
+    assert info["claimed_commit"] == "81d95f59a942" and info["commit"] != "81d95f59a942"
+
+
 def test_a_copy_inside_another_repository_does_not_take_its_commit(tmp_path):
     """A lent machine may unpack the tree inside some other checkout: that checkout's commit is
     not the code's. Only a repository that tracks the package's own file counts."""

@@ -137,12 +137,19 @@ def git_info(repo_root: str | os.PathLike | None = None) -> dict:
             root,
         )
         files = [] if status is None else [ln[3:] for ln in status.splitlines() if ln.strip()]
-        return {
+        info = {
             "commit": commit.strip(),
             "dirty": None if status is None else bool(files),
             "source": "git",
             "dirty_files": files[:20],
         }
+        claimed = os.environ.get("WARPGAUGE_GIT_COMMIT", "").strip()
+        if claimed and not info["commit"].startswith(claimed) and files:
+            # A copy whose .git is older than its files (a lent GPU machine keeps the .git of an
+            # earlier sync): git's answer is "HEAD plus changes"; the caller's claim is kept
+            # beside it, unverified, so the run can still be tied to the commit it ran.
+            info["claimed_commit"] = claimed
+        return info
     env_commit = os.environ.get("WARPGAUGE_GIT_COMMIT")
     if env_commit:
         dirty = os.environ.get("WARPGAUGE_GIT_DIRTY")
@@ -239,6 +246,7 @@ def provenance(repo_root: str | os.PathLike | None = None, device_index: int = 0
         "git_dirty": git["dirty"],
         "git_source": git["source"],
         "git_dirty_files": git["dirty_files"],
+        **({"git_claimed_commit": git["claimed_commit"]} if "claimed_commit" in git else {}),
         "python": platform.python_version(),
         "packages": package_versions(),
         "gpu": gpu,
