@@ -1,0 +1,249 @@
+"""Multi-GPU runs on the CPU: the cost-balanced sharding (bench/shard.py), and the gather, merge
+and resume logic of bench/distributed.py with the gloo backend, several spawned CPU processes
+and the fake timing backend of test_bench_fakes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch.multiprocessing as mp
+
+from warpgauge import artifacts
+from warpgauge.bench import distributed, shard
+from warpgauge.bench.suite import Group, Suite
+
+from .test_bench_fakes import Counter, FakeClock, fake_add_spec, fake_services, fake_suite
+
+NUMELS = (256, 512, 1024, 2048, 4096, 8192)
+
+
+# ------------------------------------------------------------------------------------ sharding
+
+
+def _items(costs: dict[str, float], kernel=lambda k: k, compile_s=0.0) -> list[shard.Item]:
+    return [shard.Item(k, (k + "/cold",), c, (kernel(k),), compile_s) for k, c in costs.items()]
+
+
+def test_lpt_balances_cost_not_names():
+    # One heavy item and many light ones: round-robin by name would give rank 0 the heavy item
+    # and half the light ones; LPT leaves the heavy one alone on its rank.
+    costs = {"a-heavy": 10.0, **{f"b{i}": 1.0 for i in range(10)}}
+    shards = shard.assign(_items(costs), 2)
+    heavy = next(r for r, s in enumerate(shards) if any(i.key == "a-heavy" for i in s))
+    assert [i.key for i in shards[heavy]] == ["a-heavy"]
+    assert sorted(shard.loads(shards)) == [10.0, 10.0]
+
+
+def test_lpt_deterministic_and_every_item_once():
+    costs = {f"g{i}": float((i * 7919) % 13 + 1) for i in range(40)}
+    for world in (1, 2, 3, 5, 8, 64):
+        a = shard.assign(_items(costs), world)
+        b = shard.assign(list(reversed(_items(costs))), world)  # input order does not matter
+        assert [[i.key for i in s] for s in a] == [[i.key for i in s] for s in b]
+        keys = [i.key for s in a for i in s]
+        assert sorted(keys) == sorted(costs) and len(keys) == len(set(keys))
+        ld = shard.loads(a)
+        # LPT bound: no rank exceeds the mean by more than the largest item
+        assert max(ld) <= sum(costs.values()) / world + max(costs.values()) + 1e-9
+
+
+def test_compile_cost_once_per_kernel_keeps_kernels_together():
+    # Two kernels, each with four cheap groups and a large compile cost: each rank takes one
+    # kernel (compiling once) rather than both kernels split over both ranks.
+    costs = {f"{k}{i}": 1.0 for k in "xy" for i in range(4)}
+    shards = shard.assign(_items(costs, kernel=lambda k: k[0], compile_s=20.0), 2)
+    assert all(len({i.kernel for i in s}) == 1 for s in shards)
+    assert shard.loads(shards) == [24.0, 24.0]
+
+
+def test_assign_rejects_bad_world_size():
+    with pytest.raises(ValueError, match="world_size"):
+        shard.assign([], 0)
+
+
+def test_shard_cases_uses_the_work_model():
+    # add is memory-bound: the largest group costs most, whatever its name sorts as.
+    clock = FakeClock()
+    suite = fake_suite(numels=(1 << 34, 256, 512, 1024), lanes=("cold",), max_samples=50)
+    ops = {"add": fake_add_spec(clock, Counter())}
+    items = {i.key: i.cost_s for i in shard.estimate(suite, ops, suite.case_ids())}
+    assert items["add/float32/17179869184"] > 5 * items["add/float32/256"]
+    shards = shard.shard_cases(suite, ops, suite.case_ids(), 2)
+    assert shards[0] == ["add/float32/17179869184/cold"]
+    assert sorted(shards[1]) == sorted(c for c in suite.case_ids() if "17179869184" not in c)
+
+
+def test_shard_cases_partial_todo_and_lanes_stay_together():
+    suite = fake_suite(numels=NUMELS, lanes=("cold", "warm"))
+    todo = [c for c in suite.case_ids() if c != "add/float32/256/cold"]
+    shards = shard.shard_cases(suite, None, todo, 3)
+    flat = [c for s in shards for c in s]
+    assert sorted(flat) == sorted(todo)
+    for s in shards:  # a group's lanes are never split across ranks
+        groups = {c.rsplit("/", 1)[0] for c in s}
+        for other in shards:
+            if other is not s:
+                assert not groups & {c.rsplit("/", 1)[0] for c in other}
+
+
+def test_plans_suite_shards_with_the_same_machinery():
+    from warpgauge.bench.modes import specs_for
+    from warpgauge.bench.suite import load_suite
+
+    suite = load_suite("plans", quick=True)
+    assert suite.mode == "plans"
+    ops = specs_for(suite, sm_count=1)
+    shards = shard.shard_cases(suite, ops, suite.case_ids(), 4)
+    flat = [c for s in shards for c in s]
+    assert sorted(flat) == sorted(suite.case_ids()) and len(flat) == len(set(flat))
+    assert all(shards), "every rank gets plan cells"
+    assert shard.shard_cases(suite, ops, suite.case_ids(), 4) == shards
+
+
+def test_kernel_key_drops_runtime_dims():
+    a = Group("softmax", "bfloat16", "a", (("rows", 1), ("width", 4096)))
+    b = Group("softmax", "bfloat16", "b", (("rows", 4096), ("width", 4096)))
+    c = Group("softmax", "bfloat16", "c", (("rows", 1), ("width", 4097)))
+    assert shard.kernel_key(a) == shard.kernel_key(b) != shard.kernel_key(c)
+
+
+# ------------------------------------------------------------------------------------ launching
+
+
+def test_torchrun_command_and_rank_env():
+    cmd = distributed.torchrun_command(2, ["bench", "--gpus", "2", "--quick", "--gpus=2"])
+    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert "--nproc-per-node=2" in cmd and cmd[-3:] == ["warpgauge", "bench", "--quick"]
+    with pytest.raises(ValueError, match="--gpus"):
+        distributed.torchrun_command(0, [])
+    assert distributed.RankInfo.from_env({}) is None
+    env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
+    assert distributed.RankInfo.from_env(env) == distributed.RankInfo(1, 2, 1)
+    off = distributed.nvls_off_env({"PATH": "x", "NCCL_NVLS_ENABLE": "1"})
+    assert off["NCCL_NVLS_ENABLE"] == "0" and off["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+    assert off["NVSHMEM_DISABLE_NVLS"] == "1" and off["PATH"] == "x"
+
+
+def test_cli_gpus_starts_torchrun_with_multicast_off(monkeypatch, tmp_path):
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from warpgauge.cli import app
+
+    seen = {}
+
+    class Done:
+        returncode = 0
+
+    def fake_run(cmd, env=None, **kw):
+        seen.update(cmd=cmd, env=env)
+        return Done()
+
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(sys, "argv", ["warpgauge", "bench", "--gpus", "2", "--quick"])
+    res = CliRunner().invoke(app, ["bench", "--gpus", "2", "--quick", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "--nproc-per-node=2" in seen["cmd"] and "--gpus" not in seen["cmd"]
+    assert seen["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert seen["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+    assert seen["env"]["NVSHMEM_DISABLE_NVLS"] == "1"
+
+
+# ------------------------------------------------------------------------------------ gloo ranks
+
+
+def _rank_main(rank: int, world: int, tmp: str, stage: str, interrupt_rank: int, resume: str):
+    """One spawned rank: a gloo group over a file store, fake services, one run_distributed."""
+    import torch.distributed as dist
+
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp}/pg-{stage}", rank=rank, world_size=world
+    )
+    try:
+        suite = fake_suite(numels=NUMELS, lanes=("cold", "warm"))
+        clock = FakeClock()
+        # the interrupted rank stops after its first group (8 providers x a few calls)
+        n = 60 if rank == interrupt_rank else None
+
+        def make(local_rank):
+            return fake_services(clock, fake_add_spec(clock, Counter(), interrupt_after=n))
+
+        info = distributed.RankInfo(rank, world, rank)
+        out = distributed.run_distributed(
+            suite, make, ["warpgauge", "bench"], info, out_root=Path(tmp) / "out",
+            resume=Path(resume) if resume else None,
+        )  # fmt: skip
+        Path(tmp, f"{stage}-{rank}.json").write_text(
+            json.dumps({"code": out.exit_code, "dir": str(out.run_dir), "status": out.status})
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def _spawn(tmp: Path, world: int, stage: str, interrupt_rank=-1, resume="") -> list[dict]:
+    mp.spawn(_rank_main, args=(world, str(tmp), stage, interrupt_rank, resume), nprocs=world)
+    return [json.loads((tmp / f"{stage}-{r}.json").read_text()) for r in range(world)]
+
+
+def _check_valid(run_dir: Path, missing: list[str] = ()) -> None:
+    """validate_run finds nothing wrong but the missing cases of an interrupted run."""
+    problems = [p for p in artifacts.validate_run(run_dir) if p != artifacts.SCHEMA_SKIPPED]
+    if missing:
+        n = len(missing)
+        assert any(p.startswith(f"coverage: {n} of") for p in problems)
+        problems = [p for p in problems if not p.startswith(f"coverage: {n} of")
+                    and f"({n} of" not in p]  # fmt: skip
+    assert problems == []
+
+
+def test_two_ranks_one_run_one_manifest(tmp_path):
+    outs = _spawn(tmp_path, 2, "a")
+    assert {o["code"] for o in outs} == {0} and len({o["dir"] for o in outs}) == 1
+    run_dir = Path(outs[0]["dir"])
+    _check_valid(run_dir)
+    loaded = artifacts.load_run(run_dir)
+    run = loaded.run
+    assert run["status"] == "complete" and run["world_size"] == 2
+    assert sorted(e["rank"] for e in run["ranks"]) == [0, 1]
+    assert all(e["ceilings"]["copy_tbps"] for e in run["ranks"])
+    suite = fake_suite(numels=NUMELS, lanes=("cold", "warm"))
+    assert [c["case_id"] for c in loaded.cases] == suite.case_ids()
+    by_rank = {0: set(), 1: set()}
+    for case in loaded.cases:  # each case names the rank that ran it, and is this run's
+        assert case["run_id"] == run["run_id"]
+        by_rank[case["extra"]["rank"]["rank"]].add(case["case_id"])
+    assert all(by_rank.values()) and not by_rank[0] & by_rank[1]
+    want = shard.shard_cases(suite, None, suite.case_ids(), 2)
+    assert [set(w) for w in want] == [by_rank[0], by_rank[1]]  # the cost-balanced plan
+    for e in run["ranks"]:
+        assert set(e["cases"]) == by_rank[e["rank"]]
+    assert run["ceilings"]["copy_tbps"] and (run_dir / "ceilings.json").is_file()
+
+
+def test_interrupted_rank_loses_only_its_unfinished_cases_then_resume_on_one(tmp_path):
+    outs = _spawn(tmp_path, 3, "b", interrupt_rank=1)
+    run_dir = Path(outs[0]["dir"])
+    assert {o["code"] for o in outs} == {130}  # every rank reports the run's outcome
+    run = artifacts.load_run(run_dir).run
+    assert run["status"] == "interrupted" and run["missing_cases"]
+    suite = fake_suite(numels=NUMELS, lanes=("cold", "warm"))
+    plan = shard.shard_cases(suite, None, suite.case_ids(), 3)
+    assert set(run["finished_cases"]) >= set(plan[0]) | set(plan[2])
+    assert set(run["missing_cases"]) <= set(plan[1])
+    _check_valid(run_dir, run["missing_cases"])  # an interrupted run is still a consistent one
+    outs = _spawn(tmp_path, 1, "c", resume=str(run_dir))
+    assert outs[0]["code"] == 0 and outs[0]["status"] == "complete"
+    loaded = artifacts.load_run(run_dir)
+    assert loaded.run["missing_cases"] == [] and len(loaded.cases) == len(suite.case_ids())
+    sessions = {c["case_id"]: c["extra"]["rank"]["session"] for c in loaded.cases}
+    assert {sessions[c] for c in run["missing_cases"]} == {1}
+    assert {sessions[c] for c in run["finished_cases"]} == {0}
+    _check_valid(run_dir)
