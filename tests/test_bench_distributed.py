@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 
 from warpgauge import artifacts
 from warpgauge.bench import distributed, shard
-from warpgauge.bench.suite import Group, Suite
+from warpgauge.bench.suite import Group
 
 from .test_bench_fakes import Counter, FakeClock, fake_add_spec, fake_services, fake_suite
 
@@ -159,7 +159,9 @@ def test_cli_gpus_starts_torchrun_with_multicast_off(monkeypatch, tmp_path):
 # ------------------------------------------------------------------------------------ gloo ranks
 
 
-def _rank_main(rank: int, world: int, tmp: str, stage: str, interrupt_rank: int, resume: str):
+def _rank_main(
+    rank: int, world: int, tmp: str, stage: str, interrupt_rank: int, resume: str, repeat: int
+):
     """One spawned rank: a gloo group over a file store, fake services, one run_distributed."""
     import torch.distributed as dist
 
@@ -177,19 +179,22 @@ def _rank_main(rank: int, world: int, tmp: str, stage: str, interrupt_rank: int,
             return fake_services(clock, fake_add_spec(clock, Counter(), interrupt_after=n))
 
         info = distributed.RankInfo(rank, world, rank)
-        out = distributed.run_distributed(
-            suite, make, ["warpgauge", "bench"], info, out_root=Path(tmp) / "out",
+        code, dirs = distributed.run_repeated(
+            suite, make, ["warpgauge", "bench"], info, repeat=repeat, out_root=Path(tmp) / "out",
             resume=Path(resume) if resume else None,
         )  # fmt: skip
+        status = [artifacts.load_run(d).run["status"] for d in dirs]
         Path(tmp, f"{stage}-{rank}.json").write_text(
-            json.dumps({"code": out.exit_code, "dir": str(out.run_dir), "status": out.status})
-        )
+            json.dumps({"code": code, "dir": str(dirs[0]), "dirs": [str(d) for d in dirs],
+                        "status": status[-1]})
+        )  # fmt: skip
     finally:
         dist.destroy_process_group()
 
 
-def _spawn(tmp: Path, world: int, stage: str, interrupt_rank=-1, resume="") -> list[dict]:
-    mp.spawn(_rank_main, args=(world, str(tmp), stage, interrupt_rank, resume), nprocs=world)
+def _spawn(tmp: Path, world: int, stage: str, interrupt_rank=-1, resume="", repeat=1) -> list:
+    args = (world, str(tmp), stage, interrupt_rank, resume, repeat)
+    mp.spawn(_rank_main, args=args, nprocs=world)
     return [json.loads((tmp / f"{stage}-{r}.json").read_text()) for r in range(world)]
 
 
@@ -204,11 +209,22 @@ def _check_valid(run_dir: Path, missing: list[str] = ()) -> None:
     assert problems == []
 
 
-def test_two_ranks_one_run_one_manifest(tmp_path):
-    outs = _spawn(tmp_path, 2, "a")
+def _by_rank(run_dir: Path) -> dict[int, set]:
+    out: dict[int, set] = {}
+    for case in artifacts.load_run(run_dir).cases:
+        out.setdefault(case["extra"]["rank"]["rank"], set()).add(case["case_id"])
+    return out
+
+
+def test_two_ranks_one_run_one_manifest_and_repeat(tmp_path):
+    outs = _spawn(tmp_path, 2, "a", repeat=2)
     assert {o["code"] for o in outs} == {0} and len({o["dir"] for o in outs}) == 1
+    assert len({tuple(o["dirs"]) for o in outs}) == 1 and len(outs[0]["dirs"]) == 2
     run_dir = Path(outs[0]["dir"])
+    again = Path(outs[0]["dirs"][1])
     _check_valid(run_dir)
+    _check_valid(again)
+    assert _by_rank(again) == _by_rank(run_dir)  # --repeat shards each run the same way
     loaded = artifacts.load_run(run_dir)
     run = loaded.run
     assert run["status"] == "complete" and run["world_size"] == 2

@@ -254,26 +254,21 @@ def _bench_rank(chosen, info, repeat: int, out: Path, resume_dir: Path | None) -
     distributed.init_gloo(info)
     ui = RichUI() if info.rank == 0 else distributed.RankUI(info.rank)
     argv = ["warpgauge", *sys.argv[1:]]
-    codes, dirs = [], []
     try:
-        for _ in range(repeat):
-            outcome = distributed.run_distributed(
-                chosen, lambda lr: default_services(chosen, device_index=lr, ui=ui), argv, info,
-                out_root=out, resume=resume_dir,
-            )  # fmt: skip
-            codes.append(outcome.exit_code)
-            if outcome.run_dir is not None:
-                dirs.append(outcome.run_dir)
-            if outcome.exit_code != 0 and outcome.status != "complete":
-                break
-        if info.rank == 0 and repeat > 1 and len(dirs) > 1:
+        code, dirs = distributed.run_repeated(
+            chosen, lambda lr: default_services(chosen, device_index=lr, ui=ui), argv, info,
+            repeat=repeat, out_root=out, resume=resume_dir,
+        )  # fmt: skip
+        if info.rank == 0 and len(dirs) > 1:
             from warpgauge.bench import stability
 
             path, summ = stability.write(out, dirs)
-            print(f"stability: {summ['n_agree']} of {summ['n_ratios']} ratios agree within 10% -> {path}")
+            print(
+                f"stability: {summ['n_agree']} of {summ['n_ratios']} ratios agree within 10% -> {path}"
+            )
     finally:
         torch.distributed.destroy_process_group()
-    return max(codes, key=abs) if codes else 1
+    return code
 
 
 @app.command()

@@ -52,7 +52,9 @@ class RankInfo:
         try:
             return cls(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"]))
         except ValueError as e:
-            raise ValueError(f"RANK/WORLD_SIZE/LOCAL_RANK must be integers (torchrun sets them): {e}")
+            raise ValueError(
+                f"RANK/WORLD_SIZE/LOCAL_RANK must be integers (torchrun sets them): {e}"
+            ) from None
 
 
 class RankUI:
@@ -227,7 +229,8 @@ def run_distributed(
     if mine:
         want = set(mine)
         sub_suite = replace(
-            suite, groups=tuple(g for g in suite.groups if any(g.case_id(x) in want for x in suite.lanes))
+            suite,
+            groups=tuple(g for g in suite.groups if any(g.case_id(x) in want for x in suite.lanes)),
         )
         name = f"s{plan['session']}-r{info.rank}"
         runner = Runner(sub_suite, services, argv)
@@ -253,6 +256,28 @@ def run_distributed(
     final = box[0]
     return RunOutcome(final["code"], run_dir, final["status"], final.get("finished", []),
                       final.get("missing", []), final.get("reason"))  # fmt: skip
+
+
+def run_repeated(
+    suite: Suite,
+    make_services: Callable[[int], object],
+    argv: list[str],
+    info: RankInfo,
+    repeat: int = 1,
+    out_root: Path | None = None,
+    resume: Path | None = None,
+) -> tuple[int, list[Path]]:
+    """``--repeat N`` on several ranks: N runs, each sharded by the same assignment (same suite,
+    same costs); stops after a run that ended early. Returns (exit code, run directories)."""
+    codes, dirs = [], []
+    for _ in range(repeat):
+        outcome = run_distributed(suite, make_services, argv, info, out_root, resume)
+        codes.append(outcome.exit_code)
+        if outcome.run_dir is not None:
+            dirs.append(outcome.run_dir)
+        if outcome.exit_code != 0 and outcome.status != "complete":
+            break
+    return (max(codes, key=abs) if codes else 1), dirs
 
 
 def _run_rank(runner: Runner, meta: dict) -> RunOutcome:
@@ -301,7 +326,9 @@ def _close_main(services, run_dir: Path, reports: list[dict], info: RankInfo) ->
     code = EXIT_OWN_GATE if own else 0
     if final["status"] != "complete":
         code = max((r["code"] for r in reports), key=abs, default=1) or 1
-        ui.info(f"run {final['run_id']} is INTERRUPTED; to finish it: warpgauge bench --resume {run_dir}")
+        ui.info(
+            f"run {final['run_id']} is INTERRUPTED; to finish it: warpgauge bench --resume {run_dir}"
+        )
     ui.info(f"{len(final['finished_cases'])} of {len(final['expected_cases'])} case(s) finished "
             f"on {info.world_size} rank(s); run directory {run_dir}")  # fmt: skip
     return {"code": code, "status": final["status"], "finished": final["finished_cases"],

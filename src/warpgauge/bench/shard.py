@@ -20,8 +20,8 @@ same assignment, on every rank and every run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .suite import Group, Suite
@@ -62,7 +62,11 @@ class Item:
 
 
 def kernel_key(group: Group) -> tuple:
-    return (group.op, group.dtype, tuple((k, v) for k, v in group.shape_items if k not in RUNTIME_DIMS))
+    return (
+        group.op,
+        group.dtype,
+        tuple((k, v) for k, v in group.shape_items if k not in RUNTIME_DIMS),
+    )
 
 
 def _work(spec, group: Group, suite: Suite) -> tuple[float, float]:
@@ -106,7 +110,9 @@ def estimate(
         call_s = nbytes / model.bytes_per_s + flops / model.flops_per_s
         lane_s = model.lane_overhead_s + samples * max(call_s, graph_s)
         items.append(
-            Item(g.key, cases, n_prov * len(cases) * lane_s, kernel_key(g), n_prov * model.compile_s)
+            Item(
+                g.key, cases, n_prov * len(cases) * lane_s, kernel_key(g), n_prov * model.compile_s
+            )
         )
     return items
 
@@ -150,13 +156,12 @@ def assign(items: list[Item], world_size: int) -> list[list[Item]]:
         return sum(i.cost_s for i in chunk) + chunk[0].compile_s
 
     for chunk in sorted(_chunks(items, world_size), key=lambda c: (-cost(c), c[0].key)):
-        kernel = chunk[0].kernel
-
-        def after(r: int) -> float:
-            return load[r] + cost(chunk) - (chunk[0].compile_s if kernel in kernels[r] else 0.0)
-
-        r = min(range(world_size), key=lambda r: (after(r), r))
-        load[r] = after(r)
+        kernel, full, comp = chunk[0].kernel, cost(chunk), chunk[0].compile_s
+        after = [
+            load[r] + full - (comp if kernel in kernels[r] else 0.0) for r in range(world_size)
+        ]
+        r = min(range(world_size), key=lambda r: (after[r], r))
+        load[r] = after[r]
         kernels[r].add(kernel)
         out[r] += chunk
     return out
