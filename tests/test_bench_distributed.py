@@ -263,3 +263,39 @@ def test_interrupted_rank_loses_only_its_unfinished_cases_then_resume_on_one(tmp
     assert {sessions[c] for c in run["missing_cases"]} == {1}
     assert {sessions[c] for c in run["finished_cases"]} == {0}
     _check_valid(run_dir)
+
+
+def test_plain_resume_of_a_multi_gpu_run_goes_through_torchrun(monkeypatch, tmp_path):
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from warpgauge.bench.runner import run_bench
+    from warpgauge.cli import app
+
+    clock = FakeClock()
+    suite = fake_suite(numels=(256,), lanes=("cold",))
+    out = run_bench(suite, fake_services(clock, fake_add_spec(clock, Counter())), ["t"], tmp_path)
+    run = artifacts.load_run(out.run_dir).run
+    artifacts.write_run(out.run_dir, {**run, "world_size": 2})
+    seen = {}
+
+    class Done:
+        returncode = 3
+
+    def fake_run(cmd, env=None, **kw):
+        seen.update(cmd=cmd, env=env)
+        return Done()
+
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    argv = ["bench", "--resume", str(out.run_dir)]
+    monkeypatch.setattr(sys, "argv", ["warpgauge", *argv])
+    res = CliRunner().invoke(app, argv)
+    assert res.exit_code == 3, res.output  # torchrun's exit code is bench's
+    assert "--nproc-per-node=1" in seen["cmd"] and seen["cmd"][-2:] == [
+        "--resume",
+        str(out.run_dir),
+    ]
+    assert seen["env"]["NCCL_NVLS_ENABLE"] == "0"

@@ -184,6 +184,11 @@ def bench(
     from warpgauge.bench import distributed
 
     rank_info = distributed.RankInfo.from_env()
+    if resume_dir is not None and not gpus and rank_info is None:
+        from warpgauge import artifacts
+
+        if "world_size" in artifacts.load_run(resume_dir).run:
+            gpus = 1  # a multi-GPU run resumes through its rank runs (taken in, then sharded)
     if gpus and rank_info is None:
         import subprocess
 
