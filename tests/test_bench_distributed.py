@@ -242,6 +242,16 @@ def test_two_ranks_one_run_one_manifest_and_repeat(tmp_path):
     for e in run["ranks"]:
         assert set(e["cases"]) == by_rank[e["rank"]]
     assert run["ceilings"]["copy_tbps"] and (run_dir / "ceilings.json").is_file()
+    from warpgauge import report, report_tables
+
+    facts = dict(report._run_facts(loaded))
+    assert "world size 2" in facts["GPUs (multi-GPU run)"]
+    assert facts["GPUs (multi-GPU run)"].count("case(s)") == 2
+    case = loaded.cases[0]
+    own = dict(case["extra"]["rank"]["ceilings"], copy_tbps=123.0)
+    case["extra"]["rank"]["ceilings"] = own  # the report reads the case's own GPU's ceiling
+    assert report_tables.ceiling(loaded, "add", "float32", case) == 123.0
+    assert report_tables.ceiling(loaded, "add", "float32") == run["ceilings"]["copy_tbps"]
 
 
 def test_interrupted_rank_loses_only_its_unfinished_cases_then_resume_on_one(tmp_path):
@@ -299,3 +309,49 @@ def test_plain_resume_of_a_multi_gpu_run_goes_through_torchrun(monkeypatch, tmp_
         str(out.run_dir),
     ]
     assert seen["env"]["NCCL_NVLS_ENABLE"] == "0"
+
+
+def test_merge_takes_in_rank_cases_and_hung_providers(tmp_path):
+    """In one process: a rank run left by a killed session is merged into the run at resume,
+    and a provider that hung in a rank is recorded in the run (skipped when it resumes)."""
+    from warpgauge.bench.runner import QuietUI, Runner
+
+    clock = FakeClock()
+    suite = fake_suite(numels=(256, 512), lanes=("cold",))
+    sv = fake_services(clock, fake_add_spec(clock, Counter()))
+    main = Runner(suite, sv, ["t"])
+    run, _ = main._open_new(tmp_path)
+    sub = Runner(suite, sv, ["t"])
+    sub.only = {"add/float32/256/cold"}
+    sub.target = (f"{main.run_id}.s0-r1", main.run_dir / "ranks" / "s0-r1")
+    assert sub.run().status == "interrupted"  # the rank run holds only its own case
+    rank_run = artifacts.read_json(sub.run_dir / "run.json")
+    rank_run["extra"]["hung"] = [{"group": "add/float32/512", "provider": "peer", "what": "gate",
+                                  "limit_s": 1.0, "at": rank_run["created_at"]}]  # fmt: skip
+    artifacts.write_run(sub.run_dir, rank_run)
+    entries = distributed.merge_rank_runs(artifacts, main.run_dir, QuietUI())
+    assert [e["cases"] for e in entries] == [["add/float32/256/cold"]]
+    merged = artifacts.load_run(main.run_dir)
+    assert [c["case_id"] for c in merged.cases] == ["add/float32/256/cold"]
+    assert merged.cases[0]["run_id"] == main.run_id
+    assert merged.cases[0]["extra"]["rank"]["rank_run"] == "ranks/s0-r1"
+    assert [h["provider"] for h in merged.run["extra"]["hung"]] == ["peer"]
+    assert distributed.merge_rank_runs(artifacts, main.run_dir, QuietUI()) == entries  # idempotent
+    problems = [p for p in artifacts.validate_run(main.run_dir) if "add/float32/512" not in p]
+    assert [p for p in problems if p != artifacts.SCHEMA_SKIPPED and "(1 of" not in p] == []
+
+
+def test_case_rates_are_checked_against_their_own_gpus_ceilings(tmp_path):
+    from warpgauge.artifacts.rules import case_problems
+
+    outs = _spawn(tmp_path, 1, "d")
+    loaded = artifacts.load_run(Path(outs[0]["dir"]))
+    case = loaded.cases[0]
+    assert any(p["derived"].get("pct_copy_ceiling") for p in case["providers"])
+    other_gpu = {**loaded.run, "ceilings": {**loaded.run["ceilings"], "copy_tbps": 1e-3}}
+    assert case_problems(case, other_gpu) == []  # the run's (rank 0's) ceiling is not this GPU's
+    wrong = json.loads(json.dumps(case))
+    wrong["extra"]["rank"]["ceilings"]["copy_tbps"] *= 2
+    assert any("pct_copy_ceiling" in p for p in case_problems(wrong, loaded.run))
+    del wrong["extra"]["rank"]  # a single-GPU case: the run's ceiling
+    assert any("pct_copy_ceiling" in p for p in case_problems(wrong, other_gpu))

@@ -159,10 +159,28 @@ def merge_rank_runs(art, run_dir: Path, ui) -> list[dict]:
             }}  # fmt: skip
             art.write_case(run_dir, rec)
         entries.append(entry)
+    hung = _hung_of(run_dir, art)
+    if hung != run.get("extra", {}).get("hung", []):  # a provider hung in a rank: skip it on resume
+        run.setdefault("extra", {})["hung"] = hung
+        art.write_run(run_dir, run)
     rel = [r for r in art.list_files(run_dir) if r.startswith(RANKS_DIR + "/")]
     if rel:
         art.update_manifest(run_dir, rel, run["run_id"])
     return entries
+
+
+def _hung_of(run_dir: Path, art) -> list[dict]:
+    """Providers recorded as hung in the run or any of its rank runs (one entry per group and
+    provider, first record kept)."""
+    seen: dict = {}
+    for path in [run_dir, *_rank_dirs(run_dir)]:
+        try:
+            recs = (art.read_json(path / art.RUN_FILE).get("extra") or {}).get("hung") or []
+        except (OSError, ValueError):
+            continue
+        for h in recs:
+            seen.setdefault((h.get("group"), h.get("provider")), h)
+    return list(seen.values())
 
 
 # ------------------------------------------------------------------------------------ running
@@ -193,7 +211,9 @@ def _open_main(suite: Suite, services, argv, out_root, resume) -> dict:
         run, done = main._open_new(Path(out_root or "results"))
         session = 0
     todo = [c for c in run["expected_cases"] if c not in done]
-    return {"dir": str(main.run_dir), "run_id": main.run_id, "todo": todo, "session": session}
+    hung = run.get("extra", {}).get("hung", [])
+    return {"dir": str(main.run_dir), "run_id": main.run_id, "todo": todo, "session": session,
+            "hung": hung}  # fmt: skip
 
 
 def run_distributed(
@@ -239,7 +259,7 @@ def run_distributed(
         meta = {"rank": info.rank, "local_rank": info.local_rank, "world_size": info.world_size,
                 "session": plan["session"]}  # fmt: skip
         try:
-            outcome = _run_rank(runner, meta)
+            outcome = _run_rank(runner, meta, plan.get("hung", []))
             report.update(reason=outcome.reason, code=_code(outcome.reason))
         except Exception as e:  # the rank's own cases stay on disk for --resume
             report.update(reason=f"rank {info.rank} crashed: {format_error(e)}", code=1)
@@ -280,9 +300,9 @@ def run_repeated(
     return (max(codes, key=abs) if codes else 1), dirs
 
 
-def _run_rank(runner: Runner, meta: dict) -> RunOutcome:
+def _run_rank(runner: Runner, meta: dict, hung: list[dict]) -> RunOutcome:
     """The rank run, with ``extra.rank`` in its run.json from the start (a merge after a crash
-    still knows which rank and GPU it was)."""
+    still knows which rank and GPU it was) and the run's hung providers (not run again)."""
     art = runner.sv.artifacts
     real_write_run = art.write_run
 
@@ -293,6 +313,8 @@ def _run_rank(runner: Runner, meta: dict) -> RunOutcome:
         @staticmethod
         def write_run(run_dir, record):
             record.setdefault("extra", {})["rank"] = meta
+            if hung:
+                record["extra"].setdefault("hung", list(hung))
             return real_write_run(run_dir, record)
 
     runner.sv = replace(runner.sv, artifacts=_Art())
@@ -304,6 +326,7 @@ def _close_main(services, run_dir: Path, reports: list[dict], info: RankInfo) ->
     entries = merge_rank_runs(art, run_dir, ui)
     run = art.read_json(run_dir / art.RUN_FILE)
     run.setdefault("world_size", info.world_size)
+    run["telemetry"] = {**(run.get("telemetry") or {"before": None}), "after": services.telemetry()}
     run["ranks"] = entries
     extra = run.setdefault("extra", {})
     extra.setdefault("sessions", []).append({"world_size": info.world_size, "ranks": reports})
@@ -319,7 +342,9 @@ def _close_main(services, run_dir: Path, reports: list[dict], info: RankInfo) ->
     if reasons:
         run["notes"] = f"interrupted: {reasons[0].splitlines()[0]}"
     art.write_run(run_dir, run)
-    final = art.finish_run(run_dir, "complete")
+    from warpgauge.environment import host_gpus  # every GPU of the host, as the run ends
+
+    final = art.finish_run(run_dir, "complete", host_gpus_after=host_gpus())
     own = [f"{c['case_id']} {p['name']}" for c in art.load_run(run_dir).cases
            for p in c.get("providers", [])
            if p.get("family") == "warpgauge" and p.get("status") == "failed_gate"]  # fmt: skip
