@@ -123,8 +123,13 @@ def bench(
         int | None, typer.Option(help="Processes compiling ahead of measurement (0: none).")
     ] = None,
     device: Annotated[int, typer.Option(help="CUDA device index.")] = 0,
+    gpus: Annotated[
+        int, typer.Option(help="Shard the run over N GPUs of this host (starts torchrun).")
+    ] = 0,
 ) -> None:
-    """Gate, time and record every provider of every case of a suite (needs a CUDA GPU)."""
+    """Gate, time and record every provider of every case of a suite (needs a CUDA GPU).
+    Under ``torchrun --nproc-per-node N -m warpgauge bench ...`` (or with ``--gpus N``) one
+    process per GPU measures a cost-balanced share of the cases into one run."""
     from warpgauge.bench.suite import MODE_SUITES, Suite, SuiteError, load_suite
 
     resume_dir: Path | None = None
@@ -176,6 +181,23 @@ def bench(
 
     import os
 
+    from warpgauge.bench import distributed
+
+    rank_info = distributed.RankInfo.from_env()
+    if resume_dir is not None and not gpus and rank_info is None:
+        from warpgauge import artifacts
+
+        if "world_size" in artifacts.load_run(resume_dir).run:
+            gpus = 1  # a multi-GPU run resumes through its rank runs (taken in, then sharded)
+    if gpus and rank_info is None:
+        import subprocess
+
+        cmd = distributed.torchrun_command(gpus, sys.argv[1:])
+        print("warpgauge bench: " + " ".join(cmd), file=sys.stderr)
+        raise typer.Exit(subprocess.run(cmd, env=distributed.nvls_off_env()).returncode)
+    if rank_info is not None:
+        os.environ.update(distributed.NVLS_OFF)
+        device = rank_info.local_rank
     if os.environ.get("WARPGAUGE_POISON_OUTPUTS", "0") not in ("", "0"):
         raise _fail(
             "warpgauge bench: WARPGAUGE_POISON_OUTPUTS is set (a test setting that adds a NaN fill to "
@@ -191,6 +213,8 @@ def bench(
     from warpgauge.bench.runner import default_services, run_bench
     from warpgauge.bench.ui import RichUI
 
+    if rank_info is not None:
+        raise typer.Exit(_bench_rank(chosen, rank_info, repeat, out, resume_dir))
     ui = RichUI()
     try:
         services = default_services(chosen, device_index=device, ui=ui)
@@ -220,6 +244,36 @@ def bench(
             f"stability: {summ['n_agree']} of {summ['n_ratios']} ratios agree within 10% -> {path}"
         )
     raise typer.Exit(max(codes, key=abs) if codes else 1)
+
+
+def _bench_rank(chosen, info, repeat: int, out: Path, resume_dir: Path | None) -> int:
+    """One torchrun process: pin the GPU from LOCAL_RANK before CUDA starts, join the gloo
+    group, measure this rank's share (``--repeat`` shards each repetition the same way)."""
+    import torch
+
+    from warpgauge.bench import distributed
+    from warpgauge.bench.runner import default_services
+    from warpgauge.bench.ui import RichUI
+
+    torch.cuda.set_device(info.local_rank)
+    distributed.init_gloo(info)
+    ui = RichUI() if info.rank == 0 else distributed.RankUI(info.rank)
+    argv = ["warpgauge", *sys.argv[1:]]
+    try:
+        code, dirs = distributed.run_repeated(
+            chosen, lambda lr: default_services(chosen, device_index=lr, ui=ui), argv, info,
+            repeat=repeat, out_root=out, resume=resume_dir,
+        )  # fmt: skip
+        if info.rank == 0 and len(dirs) > 1:
+            from warpgauge.bench import stability
+
+            path, summ = stability.write(out, dirs)
+            print(
+                f"stability: {summ['n_agree']} of {summ['n_ratios']} ratios agree within 10% -> {path}"
+            )
+    finally:
+        torch.distributed.destroy_process_group()
+    return code
 
 
 @app.command()

@@ -138,11 +138,29 @@ def _run_facts(run: Run) -> list[list[str]]:
         shown = ", ".join(missing_files[:12])
         more = f", ... and {len(missing_files) - 12} more" if len(missing_files) > 12 else ""
         facts.append(["missing cases", shown + more])
+    if r.get("ranks"):
+        facts.append(["GPUs (multi-GPU run)", _ranks_text(run)])
     state = _telemetry_summary(run)
     if state:
         facts.append(["GPU state during cases", state])
     facts.append(["other work on the host's GPUs", _host_work(prov)])
     return facts
+
+
+def _ranks_text(run: Run) -> str:
+    """Which GPU ran how many cases (each case file names its rank in ``extra.rank``); every
+    ratio is formed inside one case, so on one GPU."""
+    parts = []
+    for e in run.run.get("ranks", []):
+        gpu = e.get("gpu") or {}
+        copy = (e.get("ceilings") or {}).get("copy_tbps")
+        parts.append(
+            f"rank {e.get('rank')} (session {e.get('session')}, local {e.get('local_rank')}): "
+            f"{gpu.get('name', 'unknown GPU')} {gpu.get('uuid') or ''}".rstrip()
+            + f", {len(e.get('cases', []))} case(s)"
+            + (f", copy ceiling {copy:.2f} TB/s" if copy else "")
+        )
+    return f"world size {run.run.get('world_size')}; " + "; ".join(parts)
 
 
 def _host_work(prov: dict) -> str:

@@ -47,8 +47,10 @@ def rate(case: dict, us: float) -> float | None:
     return a / us / 1e6 if a > 0 and us > 0 else None
 
 
-def ceiling(run: Run, op: str, dtype: str) -> float | None:
-    ceil = run.run.get("ceilings", {})
+def ceiling(run: Run, op: str, dtype: str, case: dict | None = None) -> float | None:
+    """The ceiling of ``op``: the run's, or (``case`` given, multi-GPU run) that of its GPU."""
+    own = ((case or {}).get("extra") or {}).get("rank") or {}
+    ceil = own.get("ceilings") or run.run.get("ceilings", {})
     if is_flop_bound(op):
         return (ceil.get("mm_tflops") or {}).get(dtype)
     return ceil.get("copy_tbps")
@@ -195,7 +197,7 @@ def speedup_table(run: Run, op: str) -> tuple[list[str], list[list], str | None]
             continue
         dt = me["device_time"]
         rt = rate(c, dt["median_us"])
-        ceil = ceiling(run, op, c["dtype"])
+        ceil = ceiling(run, op, c["dtype"], c)
         row += [
             Cell(
                 f"{fmt_us(dt['median_us'])} ({fmt_us(dt['p10_us'])}–{fmt_us(dt['p90_us'])})", "wrap"

@@ -115,6 +115,15 @@ def fill_derived(case: dict, copy_tbps: float | None = None) -> dict:
     return case
 
 
+def case_ceilings(case: dict, run: dict | None = None) -> dict | None:
+    """The ceilings a case's rates are checked against: those of the rank (GPU) that measured it
+    in a multi-GPU run (``extra.rank.ceilings``), else the run's (None without either)."""
+    own = ((case.get("extra") or {}).get("rank") or {}).get("ceilings")
+    if isinstance(own, dict):
+        return own
+    return run["ceilings"] if run is not None else None
+
+
 def case_problems(case: dict, run: dict | None = None) -> list[str]:
     """Rules a schema-valid case record must also satisfy (``run``: its run record, if known)."""
     p = []
@@ -133,7 +142,8 @@ def case_problems(case: dict, run: dict | None = None) -> list[str]:
     baselines = [pr["name"] for pr in case["providers"] if pr["baseline"]]
     if len(baselines) > 1:
         p.append(f"$.providers: more than one baseline: {baselines}")
-    copy_tbps = run["ceilings"]["copy_tbps"] if run is not None else None
+    ceilings = case_ceilings(case, run)
+    copy_tbps = ceilings.get("copy_tbps") if ceilings is not None else None
     for i, pr in enumerate(case["providers"]):
         where = f"$.providers[{i}]"
         if pr["status"] == "ok" and pr["name"] not in case["order"]:
@@ -146,7 +156,7 @@ def case_problems(case: dict, run: dict | None = None) -> list[str]:
             got = pr["derived"].get(key)
             if got is None:
                 continue
-            if key == "pct_copy_ceiling" and run is None:
+            if key == "pct_copy_ceiling" and ceilings is None:
                 continue  # needs the run's ceiling; checked by validate_run
             if want[key] is None:
                 p.append(

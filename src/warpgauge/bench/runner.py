@@ -82,6 +82,10 @@ class Runner:
         self._pending: BaseException | None = None
         self.ceilings: dict | None = None
         self.hung: dict = {}  # (group key, provider) -> record, from earlier sessions
+        # One rank of a multi-GPU run (bench/distributed.py): measure only these cases, into a
+        # rank run at exactly this (run id, directory). None: the whole suite, a new directory.
+        self.only: set[str] | None = None
+        self.target: tuple[str, Path] | None = None
         self.tracker = clocks.ClockWarmup(
             services.clock,
             services.backend.load,
@@ -103,7 +107,7 @@ class Runner:
         else:
             run, done = self._open_new(Path(out_root or "results"))
         expected = run["expected_cases"]
-        todo = [c for c in expected if c not in done]
+        todo = [c for c in expected if c not in done and (self.only is None or c in self.only)]
         reason = None
         status = "interrupted"
         phases: dict[str, float] = {}
@@ -163,7 +167,7 @@ class Runner:
     def _open_new(self, out_root: Path) -> tuple[dict, set]:
         art, sv = self.sv.artifacts, self.sv
         out_root.mkdir(parents=True, exist_ok=True)
-        self.run_id, self.run_dir = new_run_dir(out_root, self.suite)
+        self.run_id, self.run_dir = self.target or new_run_dir(out_root, self.suite)
         self.run_dir.mkdir(parents=True)
         expected = self.suite.case_ids()
         run = {
