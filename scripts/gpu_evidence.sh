@@ -86,6 +86,11 @@ case "${1:-}" in
     bench_part fwd-rows 330 --ops softmax,add_rms_norm,row_sum --max-minutes 4.6
     bench_part fwd-bwd 110 --mode fwd_bwd --quick --ops softmax,add_rms_norm --max-minutes 1.3
     ;;
-  *) echo "usage: gpu_evidence.sh one|two|three"; exit 2 ;;
+  verify)  # carries .whl only: the GPU tests, then the gemm, int4_linear and add cases (no peers)
+    install_wheels
+    tests_part
+    bench_part fwd-gemm-int4 200 --ops gemm,int4_linear,add --max-minutes 2.7
+    ;;
+  *) echo "usage: gpu_evidence.sh one|two|three|verify"; exit 2 ;;
 esac
 ls -la "$OUT"
