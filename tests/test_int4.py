@@ -480,3 +480,13 @@ def test_errors_int4_grad_input():
         int4_linear_grad_input(rand(2, 16, dtype=torch.bfloat16), qw)
     with pytest.raises(TypeError, match="qweight must be"):
         int4_linear_grad_input(rand(2, 16, dtype=torch.float16), None)
+
+
+def test_ptx_decode_is_one_line_for_inductor():
+    """Inductor pastes constexpr strings into generated source as one-line literals: a newline in
+    the PTX made torch.compile of int4_linear a SyntaxError on the H200 (session 5 GPU tests)."""
+    from warpgauge.kernels import int4
+
+    for asm in (int4._DECODE_BF16, int4._DECODE_F16):
+        text = getattr(asm, "value", asm)
+        assert "\n" not in text and "prmt.b32" in text and text.count(";") >= 16

@@ -210,3 +210,19 @@ def test_an_argument_holding_its_own_pointer_is_never_replayed(monkeypatch):
     assert _replay._Recipe.build(rec, [x], out) is not None  # control: these arguments record
     rec.launches = [(entry, (1, 1, 1), (Descriptor(x), out, 16, 0.5))]
     assert _replay._Recipe.build(rec, [x], out) is None
+
+
+@pytest.mark.parametrize("extra", [None, torch.float32, True])
+def test_none_dtype_and_str_arguments_replay(replay, extra):
+    """``row_sum(x, None)`` and ``row_sum(x, torch.float32)``: None and a dtype are part of the
+    signature (a second, narrower tuple of launch constants once shadowed the signature's and made
+    every call with such an argument run the launcher)."""
+    _, launcher, calls = replay
+
+    def with_extra(x, y, scale, extra):
+        return launcher(x, y, scale)
+
+    for _ in range(3):
+        _replay.call(with_extra, (_x(4, 16), _x(4, 16), 2.0, extra), _run)
+    assert _replay.STATS["recorded"] == 1 and _replay.STATS["replays"] == 1
+    assert len(calls) == 2

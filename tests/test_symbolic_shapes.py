@@ -56,3 +56,20 @@ def test_int4_linear_traces_with_symbolic_shapes(mode):
     with mode:
         y = torch.ops.warpgauge.int4_linear(x, packed, scales, 128)
     assert y.shape == (x.shape[0], packed.shape[0])
+
+
+def test_argument_checks_trace_with_dynamic_floats():
+    """The public functions' Python checks run under Dynamo with ``fullgraph=True`` and dynamic
+    floats (eps arrives symbolic): no import machinery, no ``math.isfinite`` on a traced value."""
+    from warpgauge._checks import check_eps, check_out_dtype
+
+    @torch.compile(backend="eager", fullgraph=True, dynamic=True)
+    def f(x, eps):
+        check_out_dtype(torch.float32)
+        return x * check_eps(eps)
+
+    x = torch.randn(3, dtype=torch.float64)
+    for eps in (1e-5, 2e-5):
+        torch.testing.assert_close(f(x, eps), x * eps)
+    with pytest.raises(ValueError, match="eps must be finite"):
+        check_eps(-1.0)  # eager: still checked

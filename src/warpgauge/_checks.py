@@ -94,7 +94,19 @@ def check_same_dtype(pairs) -> None:
             )
 
 
+def check_out_dtype(out_dtype) -> None:
+    if out_dtype is not None and out_dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"out_dtype must be one of float16, bfloat16, float32 (or None for x.dtype), got {out_dtype}"
+        )
+
+
 def check_eps(eps) -> float:
+    if torch.compiler.is_compiling() or isinstance(eps, torch.SymFloat):
+        # Traced (torch.compile, dynamic floats): the value may be symbolic, and a Python check
+        # on it would break the graph. The eager call of the same code checked it; a constant
+        # eps is checked when the graph's op body runs it at compile time.
+        return eps
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps must be a float, got {type(eps).__name__}")
     eps = float(eps)

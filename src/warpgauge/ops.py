@@ -20,7 +20,7 @@ import torch
 from torch.library import register_autograd, triton_op
 
 from . import _eager
-from ._checks import check_eps
+from ._checks import check_eps, check_out_dtype
 from ._device import interpreter_enabled
 from ._eager import DIRECT, GRAD, OP, route
 from ._eager import direct as _direct
@@ -129,7 +129,7 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tens
     r = route(x)
     if r == DIRECT:  # the launcher checks out_dtype itself (once per call)
         return _direct(_row_sum.row_sum, x, out_dtype)
-    _row_sum.check_out_dtype(out_dtype)
+    check_out_dtype(out_dtype)
     if r == OP:
         return torch.ops.warpgauge.row_sum(x, out_dtype)
     return _eager.RowSum.apply(x, out_dtype)

@@ -175,7 +175,8 @@ def _record(launcher, args, run, tensors, per, sig):
 
 
 _REFUSED = object()
-_SCALARS = (int, float, bool, str)
+# What a recorded launch may hold as a constant (a signature's own kinds are _SCALARS above).
+_ARG_SCALARS = (int, float, bool, str)
 
 
 class _Recipe:
@@ -202,7 +203,7 @@ class _Recipe:
                         return None  # a tensor the recipe cannot rebuild (a copy, an offset view)
                     slots.append((pos, src))
                     template[pos] = None
-                elif a is not None and type(a) not in _SCALARS:
+                elif a is not None and type(a) not in _ARG_SCALARS:
                     # An object that holds pointers of its own (a TMA TensorDescriptor holds its
                     # base tensor): replaying it would launch on the recorded call's memory.
                     return None

@@ -333,6 +333,9 @@ fma.rn.TY $1, t1, one, neg;
 fma.rn.TY $2, s0, one, neg;
 fma.rn.TY $3, s1, one, neg;
 }"""
+# One line: Inductor copies constexpr strings into the source it generates for a traced kernel,
+# where a newline inside the string literal is a syntax error (torch.compile of int4_linear).
+_DECODE_ASM = " ".join(_DECODE_ASM.split())
 _DECODE_BF16 = tl.constexpr(
     _DECODE_ASM.replace("MAGIC", "0x43084308").replace("ONE", "0x3F803F80")
     .replace("NEG", "0xC308C308").replace("TY", "bf16x2")

@@ -1,7 +1,7 @@
 """Fused residual add + RMSNorm, forward and backward.
 
 Contract (design.md): ``h = dtype(float32(x) + float32(r))``;
-``y = dtype(float32(h) * rsqrt(mean(float32(h)^2) + eps) * float32(w))``; returns ``(y, h)``.
+``y = dtype(float32(h) * rsqrt(mean(float32(h)^2) + tl.cast(eps, tl.float32)) * float32(w))``; returns ``(y, h)``.
 The statistics use the *rounded* ``h``, exactly what the next layer sees.
 
 I/O per forward call: read x, r (rows*width each) and w (width); write y and h:
@@ -79,7 +79,10 @@ def _rms_resident(
         he = (xe + re).to(h_ptr.dtype.element_ty)
         tl.store(h_ptr + eo, he, mask=em)
         hef = he.to(tl.float32)
-        rstd = (1.0 / tl.sqrt((tl.sum(hf * hf, 1) + tl.sum(hef * hef, 1)) / N + eps))[:, None]
+        rstd = (
+            1.0
+            / tl.sqrt((tl.sum(hf * hf, 1) + tl.sum(hef * hef, 1)) / N + tl.cast(eps, tl.float32))
+        )[:, None]
         w = tl.load(w_ptr + head + offs, mask=bm, other=0.0).to(tl.float32)
         we = tl.load(w_ptr + ecol, mask=em, other=0.0).to(tl.float32)
         tl.store(y_ptr + start + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=bm)
@@ -93,7 +96,7 @@ def _rms_resident(
         ob = (rows * N)[:, None]
         tl.store(h_ptr + ob + offs, h, mask=mask)
         hf = h.to(tl.float32)
-        rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
+        rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + tl.cast(eps, tl.float32)))[:, None]
         w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
         tl.store(y_ptr + ob + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
 
@@ -136,7 +139,7 @@ def _rms_resident_pf(
         r_n = tl.load(r_ptr + row * r_stride + offs, mask=offs < lim, other=0.0)
         tl.store(h_ptr + ob + offs, h, mask=cm)
         hf = h.to(tl.float32)
-        rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, 0) / N + eps)
+        rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, 0) / N + tl.cast(eps, tl.float32))
         tl.store(y_ptr + ob + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=cm)
 
 
@@ -199,7 +202,7 @@ def _rms_looped(
             tl.store(h_ptr + hs + idx, h, mask=m, eviction_policy=EV_KEEP)
             hf = h.to(tl.float32)
             acc += hf * hf
-        rstd = 1.0 / tl.sqrt((tl.sum(acc, 0) + ss) / N + eps)
+        rstd = 1.0 / tl.sqrt((tl.sum(acc, 0) + ss) / N + tl.cast(eps, tl.float32))
         tl.debug_barrier()  # h written above by other threads of this program becomes visible
         for c in range(0, blen, BLOCK):
             idx = c + offs
@@ -263,7 +266,7 @@ def _rms_split_write(
     c = tl.program_id(1)
     k = tl.arange(0, SPLIT_PAD)
     ss = tl.sum(tl.load(part_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0), 0)
-    rstd = 1.0 / tl.sqrt(ss / N + eps)
+    rstd = 1.0 / tl.sqrt(ss / N + tl.cast(eps, tl.float32))
     offs = tl.arange(0, BLOCK)
     nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
     lo = c * nb * BLOCK

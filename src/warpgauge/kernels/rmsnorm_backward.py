@@ -82,7 +82,7 @@ def _rms_bwd_resident(
             dy_n = tl.load(dy_ptr + idx, mask=m, other=0.0)
             if HAS_DH:
                 dh_n = tl.load(dh_ptr + idx, mask=m, other=0.0)
-            rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
+            rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + tl.cast(eps, tl.float32)))[:, None]
             c = (tl.sum(hf * w * dy, 1) / N)[:, None]
             dx = rstd * (w * dy - hf * ((c * rstd) * rstd))  # no rstd^3: it underflows for huge h
             if HAS_DH:
@@ -98,7 +98,7 @@ def _rms_bwd_resident(
             hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
             w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
-            rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + eps))[:, None]
+            rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + tl.cast(eps, tl.float32)))[:, None]
             c = (tl.sum(hf * w * dy, 1) / N)[:, None]
             dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
             tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
@@ -133,7 +133,7 @@ def _rms_bwd_looped(
         w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
         ss += hf * hf
         dot += hf * w * dy
-    rstd = 1.0 / tl.sqrt(tl.sum(ss, 0) / N + eps)
+    rstd = 1.0 / tl.sqrt(tl.sum(ss, 0) / N + tl.cast(eps, tl.float32))
     c = tl.sum(dot, 0) / N
     for start in range(0, N, BLOCK):
         cols = start + offs
@@ -194,7 +194,7 @@ def _rms_bwd_split_write(
     pk = part_ptr + (row * n_chunks + k) * 2
     ss = tl.sum(tl.load(pk, mask=k < n_chunks, other=0.0), 0)
     cdot = tl.sum(tl.load(pk + 1, mask=k < n_chunks, other=0.0), 0) / N
-    rstd = 1.0 / tl.sqrt(ss / N + eps)
+    rstd = 1.0 / tl.sqrt(ss / N + tl.cast(eps, tl.float32))
     offs = tl.arange(0, BLOCK)
     nb = chunk // BLOCK  # chunk is a multiple of BLOCK: lo keeps its divisibility (vectors)
     lo = c * nb * BLOCK

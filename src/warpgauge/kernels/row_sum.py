@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .._checks import FLOAT_DTYPES, check_tensor, rows_view
+from .._checks import check_out_dtype, check_tensor, rows_view
 from .._device import device_info
 from ._launch import empty, launch
 from ._rows import align_for, body_span, edge_index, plan_for, stride8
@@ -109,13 +109,6 @@ def _row_sum_finish(part_ptr, y_ptr, n_chunks, SPLIT_PAD: tl.constexpr):
     k = tl.arange(0, SPLIT_PAD)
     p = tl.load(part_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0)
     tl.store(y_ptr + row, tl.sum(p, 0).to(y_ptr.dtype.element_ty))
-
-
-def check_out_dtype(out_dtype) -> None:
-    if out_dtype is not None and out_dtype not in FLOAT_DTYPES:
-        raise TypeError(
-            f"out_dtype must be one of float16, bfloat16, float32 (or None for x.dtype), got {out_dtype}"
-        )
 
 
 def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan | None = None):
