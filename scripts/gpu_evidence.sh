@@ -91,6 +91,12 @@ case "${1:-}" in
     tests_part
     bench_part fwd-gemm-int4 200 --ops gemm,int4_linear,add --max-minutes 2.7
     ;;
-  *) echo "usage: gpu_evidence.sh one|two|three|verify"; exit 2 ;;
+  tests)  # carries .whl only: the GPU tests and, beside them (correctness only), the quick accuracy run
+    install_wheels
+    bench_part accuracy 200 --mode accuracy --quick --max-minutes 2.5 &
+    tests_part
+    wait
+    ;;
+  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests"; exit 2 ;;
 esac
 ls -la "$OUT"
