@@ -34,7 +34,7 @@ def rendered(tmp_path_factory):
 def test_report_writes_markdown_html_and_one_png_per_op(rendered):
     run_dir, paths = rendered
     names = sorted(p.name for p in paths)
-    assert names == ["gemm.png", "report.html", "report.md", "softmax.png"]
+    assert names == ["gemm.png", "report.html", "report.md", "roofline.png", "softmax.png"]
     assert all(p.parent == run_dir / "report" for p in paths)
     for p in paths:
         if p.suffix == ".png":
@@ -74,6 +74,21 @@ def test_markdown_has_the_minute_summary(rendered):
     # warpgauge softmax beats torch.compile by ~2.6x at 16384x4096 in the synthetic data
     row = next(line for line in md.splitlines() if line.startswith("| bfloat16 | 16384x4096 |"))
     assert "| 2.60× | torch.compile |" in row
+
+
+def test_report_places_warpgauge_on_the_run_s_roofline(rendered):
+    run_dir, _ = rendered
+    md = (run_dir / "report" / "report.md").read_text("utf-8")
+    section = md[md.index("## Roofline (cold lane)") : md.index("## Providers not timed")]
+    assert "![achieved throughput against arithmetic intensity" in section
+    assert "memory 3.99 TB/s" in section and "bfloat16 tensor cores 648" in section
+    rows = {line.split(" | ")[0].strip("| "): line for line in section.splitlines()
+            if line.startswith("| softmax") or line.startswith("| gemm")}  # fmt: skip
+    assert set(rows) == {"softmax", "gemm"}
+    assert "% of memory |" in rows["softmax"] and "% of tensor |" in rows["gemm"]
+    page = (run_dir / "report" / "report.html").read_text("utf-8")
+    data = base64.b64encode((run_dir / "report" / "roofline.png").read_bytes()).decode()
+    assert f"data:image/png;base64,{data}" in page
 
 
 def test_rendering_inside_the_run_keeps_it_valid(rendered):

@@ -224,7 +224,67 @@ READING_NOTES = [
 ]
 
 
-def build_blocks(run: Run, problems: list[str], images: dict[str, Path]) -> list[tuple]:
+def roofline_blocks(summary: dict | None, image: Path | None) -> list[tuple]:
+    """The roofline section: the figure, the run's measured roofs and each operator's best
+    warpgauge point (``warpgauge roofline RUN`` writes the same data as JSON)."""
+    b: list[tuple] = [("h2", "Roofline (cold lane)")]
+    if summary is None:
+        b.append(("p", "No roofline: the run has no measured ceilings or no cold-lane points."))
+        return b
+    if image is not None:
+        b.append(("img", image, "achieved throughput against arithmetic intensity, per operator"))
+    roofs = summary["roofs"]
+    mem = roofs.get("memory")
+    parts = [f"memory {mem['median']:.3g} TB/s"] if mem else []
+    parts += [
+        f"{dt} tensor cores {x['median']:.4g} TFLOP/s" for dt, x in roofs.get("tensor", {}).items()
+    ]
+    b.append(("p", "Roofs measured in this run: " + (", ".join(parts) or "none") + ". Intensity "
+                   "counts requested bytes (analytical), so a point shows how close warpgauge "
+                   "comes to the bound, not DRAM traffic; docs/roofline.md."))  # fmt: skip
+    rows = []
+    for op, e in summary["operators"].items():
+        best = e.get("best_warpgauge")
+        if best is None:
+            rows.append([op, ", ".join(e["roofs_applied"]), "-", "-", "-", "-"])
+            continue
+        unit = "Tops/s" if e["work_unit"] == "scalar op" else "TFLOP/s"
+        rows.append([
+            op, ", ".join(e["roofs_applied"]), f"{best['shape_label']} {best['dtype']}",
+            Cell(f"{best['intensity']:.3g}", "num"),
+            Cell(f"{best['achieved_tflops']:.3g} {unit}", "num"),
+            Cell(f"{100 * best['fraction_of_binding']:.1f}% of {best['binding_roof']}", "num"),
+        ])  # fmt: skip
+    b.append(("table", ["operator", "roofs that apply", "best warpgauge point", "intensity",
+                        "achieved", "fraction of the binding roof"], rows))  # fmt: skip
+    return b
+
+
+def _roofline(run_dir: Path, out: Path) -> tuple[dict | None, Path | None]:
+    """The roofline summary and figure (``out/roofline.png``); (None, None) when the run has no
+    roofs or points to draw (a calibration-less or fully failed run)."""
+    from . import roofline
+
+    try:
+        summary = roofline.summary(run_dir)
+    except (OSError, ValueError, KeyError, TypeError, LookupError):
+        return None, None
+    if not any(e.get("points") for e in summary.get("operators", {}).values()):
+        return None, None
+    png = out / "roofline.png"
+    try:
+        roofline.plot(run_dir, png)
+    except (OSError, ValueError, KeyError, TypeError, LookupError):
+        return summary, None
+    return summary, (png if png.exists() else None)
+
+
+def build_blocks(
+    run: Run,
+    problems: list[str],
+    images: dict[str, Path],
+    roofline: tuple[dict | None, Path | None] | None = None,
+) -> list[tuple]:
     """The report as a list of blocks (see ``htmldoc``)."""
     b: list[tuple] = [("h1", f"warpgauge run {run.run_id}")]
     if run.run.get("notes"):
@@ -272,6 +332,8 @@ def build_blocks(run: Run, problems: list[str], images: dict[str, Path]) -> list
                 ("p", f"Host + device time per call, median µs, {lane} lane (per-call events):")
             )
             b.append(("table", headers, rows))
+    if roofline is not None:
+        b += roofline_blocks(*roofline)
     headers, rows = issues_table(run)
     b.append(("h2", "Providers not timed"))
     if rows:
@@ -337,10 +399,11 @@ def render_report(
         png = speedup_figure(run, op, colors)
         if png is not None:
             images[op] = atomic_write_bytes(out / f"{op}.png", png)
-    blocks = build_blocks(run, problems, images)
+    roof = _roofline(run_dir, out)
+    blocks = build_blocks(run, problems, images, roof)
     md = atomic_write_bytes(out / "report.md", to_markdown(blocks, out).encode("utf-8"))
     page = atomic_write_bytes(out / "report.html", to_html(blocks).encode("utf-8"))
-    written = [md, page, *images.values()]
+    written = [md, page, *images.values()] + ([roof[1]] if roof[1] is not None else [])
     if out.resolve() == (run_dir / REPORT_DIR).resolve():
         _refresh_manifest(run_dir, out, written)
     return written
