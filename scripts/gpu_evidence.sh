@@ -49,7 +49,7 @@ bench_part() {  # bench_part NAME LIMIT_S ARGS...: one run under $OUT/NAME, vali
 tests_part() {  # GPU tests in parallel lanes; correctness only, so sharing the GPU is fine
   local d="$OUT/gputests" P="python3 -m pytest -q -p no:cacheprovider -rfE"
   mkdir -p "$d"
-  lane() { local n=$1 t=$2; shift 2; ( timeout -k 5 "$t" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+  lane() { local n=$1 t=$2; shift 2; t=${LANE_S:-$t}; ( timeout -k 5 "$t" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
   echo "[$(stamp)] gpu tests"
   lane engine 160 $P tests/gpu/test_bench_engine_gpu.py tests/gpu/test_host_path_gpu.py
   lane rows 160 $P tests/gpu/test_rows_gpu.py -k "not full_size"
@@ -61,6 +61,27 @@ tests_part() {  # GPU tests in parallel lanes; correctness only, so sharing the 
   { nvidia-smi; python3 -c 'import torch,triton;print(torch.__version__,triton.__version__,torch.cuda.get_device_name())'; } >"$d/env.log" 2>&1
   for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
   pack gputests
+}
+
+hardening_part() {  # correctness only (shares the GPU with the tests): sanitizers, property tests
+  local d="$OUT/hardening" i
+  mkdir -p "$d/sanitize"
+  echo "[$(stamp)] hardening: compute-sanitizer memcheck (4 shards), racecheck (2), properties (4)"
+  for i in 0 1 2 3; do
+    ( SANITIZE_SHARD=$i/4 SANITIZE_TIMEOUT=${HARDEN_S:-200} bash scripts/sanitize.sh "$d/sanitize/memcheck-$i" memcheck >/dev/null 2>&1 ) &
+  done
+  for i in 0 1; do
+    ( SANITIZE_SHARD=$i/2 SANITIZE_TIMEOUT=${HARDEN_S:-200} bash scripts/sanitize.sh "$d/sanitize/racecheck-$i" racecheck >/dev/null 2>&1 ) &
+  done
+  for i in 0 1 2 3; do
+    ( WARPGAUGE_GPU_PROPERTY_SHARD=$i/4 WARPGAUGE_PROPERTY_COUNTS="$d/props-counts-$i.json" \
+      timeout -k 5 "${HARDEN_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_properties_gpu.py \
+      >"$d/props-$i.log" 2>&1; echo "exit $?" >>"$d/props-$i.log" ) &
+  done
+  wait
+  grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|cases passed|^exit" "$d"/sanitize/*/*.log 2>/dev/null | sort | uniq -c
+  for f in "$d"/props-*.log; do printf '%s %s\n' "$(basename "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+  pack hardening
 }
 
 case "${1:-}" in
@@ -94,6 +115,7 @@ case "${1:-}" in
   tests)  # carries .whl only: the GPU tests and, beside them (correctness only), the quick accuracy run
     install_wheels
     bench_part accuracy 200 --mode accuracy --quick --max-minutes 2.5 &
+    hardening_part &
     tests_part
     wait
     ;;
