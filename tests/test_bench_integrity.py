@@ -331,3 +331,36 @@ def test_two_output_providers_are_regated_on_both_outputs(tmp_path):
         assert by["warpgauge"]["status"] == "ok" and by["warpgauge"]["extra"]["regate"]["ok"]
         assert by["second_once"]["status"] == "failed_gate"
         assert "output 1" in by["second_once"]["error"]
+
+
+def _clock_with_sync_delays(delays_us):
+    """A clock advanced 1 us per provider call and by the next delay at each synchronize."""
+    t = [0.0]
+    it = iter(delays_us)
+
+    def call():
+        t[0] += 1e-6
+
+    def sync():
+        t[0] += next(it, 0.0) * 1e-6
+
+    return call, sync, lambda: t[0]
+
+
+def test_hidden_work_repeats_a_loop_slowed_by_the_host_only():
+    from warpgauge.bench import integrity
+
+    # loop 1: the process was descheduled before its synchronize (5 ms); loop 2 is clean
+    call, sync, now = _clock_with_sync_delays([0.0, 5000.0, 0.0, 0.0])
+    rec = integrity.hidden_work(call, sync, now, device_us=1.0, host_us=1.0)
+    assert rec["hidden"] is False and len(rec["attempts"]) == 2
+    assert rec["attempts"][0]["hidden"] is True
+
+
+def test_hidden_work_that_shows_in_every_loop_is_flagged():
+    from warpgauge.bench import integrity
+
+    # work deferred to the synchronize every time: 50 us per call more than host or device time
+    call, sync, now = _clock_with_sync_delays([0.0, 100 * 50.0] * 3)
+    rec = integrity.hidden_work(call, sync, now, device_us=1.0, host_us=1.0, target_s=1e-4)
+    assert rec["hidden"] is True and len(rec["attempts"]) == 3

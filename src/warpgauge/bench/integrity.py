@@ -165,6 +165,9 @@ HIDDEN_RATIO = 1.5  # wall time per call may exceed max(host, device) by this fa
 HIDDEN_SLACK_US = 5.0  # ...plus this much, before work is called hidden
 
 
+HIDDEN_ATTEMPTS = 3  # a provider is called hidden only if every attempt says so
+
+
 def hidden_work(
     fn: Callable[[], Any],
     sync: Callable[[], None],
@@ -172,31 +175,46 @@ def hidden_work(
     device_us: float,
     host_us: float | None,
     target_s: float = 0.002,
+    attempts: int = HIDDEN_ATTEMPTS,
 ) -> dict:
     """Run ``k`` calls back to back, then synchronize; compare wall time per call with the host
     time per call (until the last call returned) and the measured device time per call.
     Returns the record; ``hidden`` is True when the wall time says the device did work outside
-    what the events measured."""
+    what the events measured.
+
+    One such loop can be slowed by the host alone (the process descheduled between the last call
+    and the synchronize, on a loaded machine), so a loop that looks hidden is repeated, up to
+    ``attempts`` loops in all: work a provider really hides shows in every loop, a preemption
+    in one. The record keeps every loop's numbers."""
     per = max(device_us, host_us or 0.0, 1.0)
     k = int(min(100, max(3, math.ceil(target_s * 1e6 / per))))
-    sync()
-    t0 = now()
-    for _ in range(k):
-        fn()
-    t1 = now()
-    sync()
-    t2 = now()
-    host_per = (t1 - t0) * 1e6 / k
-    wall_per = (t2 - t0) * 1e6 / k
-    expect = max(host_per, device_us)
-    hidden = wall_per > HIDDEN_RATIO * expect + HIDDEN_SLACK_US
+    loops = []
+    for _ in range(max(1, attempts)):
+        sync()
+        t0 = now()
+        for _ in range(k):
+            fn()
+        t1 = now()
+        sync()
+        t2 = now()
+        host_per = (t1 - t0) * 1e6 / k
+        wall_per = (t2 - t0) * 1e6 / k
+        expect = max(host_per, device_us)
+        hidden = wall_per > HIDDEN_RATIO * expect + HIDDEN_SLACK_US
+        loops.append({"wall_us_per_call": wall_per, "host_us_per_call": host_per,
+                      "hidden": bool(hidden)})  # fmt: skip
+        if not hidden:
+            break
+    last = loops[-1]
     return {
         "calls": k,
-        "wall_us_per_call": wall_per,
-        "host_us_per_call": host_per,
+        "wall_us_per_call": last["wall_us_per_call"],
+        "host_us_per_call": last["host_us_per_call"],
         "device_us": device_us,
-        "hidden": bool(hidden),
-        "rule": f"wall > {HIDDEN_RATIO} x max(host, device) + {HIDDEN_SLACK_US} us",
+        "hidden": all(lp["hidden"] for lp in loops),
+        "attempts": loops,
+        "rule": f"wall > {HIDDEN_RATIO} x max(host, device) + {HIDDEN_SLACK_US} us "
+        f"in each of up to {max(1, attempts)} loops",
     }
 
 
