@@ -167,6 +167,9 @@ N4104 = [
 ]  # fmt: skip
 ODD = ["cublas", "auto", f"pad:p2:{WIDE},c", f"pad:p2:{WIDE},fc", f"pad:p2:{TALL},fc",
        f"padt:p2:{WIDE},fc", f"pad:hy:{WIDE},8,fc"]  # fmt: skip
+MID = "128,128,64,4,8"
+PTR_SMALL = ["cublas", "auto", "ptr:64,64,64,4,4", "ptr:64,128,32,4,4", "ptr:128,64,32,4,4",
+             "ptr:32,64,64,4,4"]  # fmt: skip
 CTRL = ["cublas", "auto", f"p2:{WIDE},f", f"p2:{WIDE},fs", f"p2:{WIDE},fw"]
 
 
@@ -186,15 +189,8 @@ def case_list():
         ("fwd", 4095, 4095, 4095, "NN", "m", ODD),
         ("fwd", 16384, 4096, 4096, "NN", "m", CTRL),
         ("fwd", 8192, 8192, 8192, "NN", "m", ["cublas", "auto", f"p2:{WIDE},f", f"p2:{WIDE},fs"]),
-        (
-            "fwd",
-            2048,
-            2048,
-            2048,
-            "NN",
-            "m",
-            ["cublas", "auto", f"p2:{WIDE},f", "p2:128,128,64,4,8,f"],
-        ),
+        ("fwd", 2048, 2048, 2048, "NN", "m", ["cublas", "auto", f"p2:{WIDE},f", f"p2:{MID},f"]),
+        ("fwd", 127, 255, 65, "NN", "m", PTR_SMALL),
     ]
 
 
@@ -274,7 +270,7 @@ def run_case(cs, sms, flush, timing=True):
         rec["ok"] = bool(rec["err"] < 1e-2)  # NaN fails
         if not rec["ok"]:
             return rec
-        samples = 25 if cs["M"] * cs["N"] * cs["K"] < (1 << 34) else 9
+        samples = 41 if cs["M"] * cs["N"] * cs["K"] < (1 << 34) else 9
         rec["cold_us"], rec["cold_min_us"], g = time_cold(fn, flush, samples)
         c.fill_(float("nan"))
         g.replay()
