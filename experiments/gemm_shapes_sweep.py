@@ -15,12 +15,12 @@ $OUT/<tag>.json (rewritten after every case), a summary table last.
 
 Variants: ``cublas`` (torch.mm), ``auto`` (the current dispatch, ``gemm._launch``),
 ``tma:BM,BN,BK,stages,warps,persistent,ws`` (gemm_tma.tma_kernel),
-``p2:BM,BN,BK,stages,warps,FLAGS`` (gemm_tma.persistent_kernel; FLAGS letters f = flatten,
+``p2:BM,BN,BK,stages,warps,FLAGS`` (gemm_persistent.persistent_kernel; FLAGS letters f = flatten,
 w = warp-specialize, s = epilogue in two halves, c = pointer-store epilogue),
 ``sk:BM,BN,BK,stages,warps,SPLIT`` (split-K over every tile + fixed-order reduction),
 ``hy:BM,BN,BK,stages,warps,SPLIT,FLAGS`` (whole waves persistent, the last partial wave split-K),
 ``ptr:BM,BN,BK,stages,warps`` (gemm_tile pointer kernel with hints),
-``pad:<variant>`` (row-major operands copied into 16-byte rows by gemm_tma.pad_rows first; C is
+``pad:<variant>`` (row-major operands copied into 16-byte rows by gemm_persistent.pad_rows first; C is
 written in place by a ``c`` variant), ``padt:<variant>`` (the same with torch's copy_).
 """
 
@@ -39,6 +39,7 @@ import torch
 import triton
 
 from warpgauge.kernels import gemm as gm
+from warpgauge.kernels import gemm_persistent as gp
 from warpgauge.kernels import gemm_tma as tm
 
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -89,7 +90,7 @@ def make_call(variant, a, b, c, token_dim, sms):
             if tm.aligned(t):
                 return t
             if kind == "pad":
-                return tm.pad_rows(t)
+                return gp.pad_rows(t)
             return gm._padded(t)
 
         def call():
@@ -115,12 +116,12 @@ def make_call(variant, a, b, c, token_dim, sms):
         return call
     if kind == "p2":
         meta.update(_flags(v[5] if len(v) > 5 else ""))
-        return lambda: tm.run_persistent(a, b, c, meta, sms)
+        return lambda: gp.run_persistent(a, b, c, meta, sms)
     if kind == "sk":
-        return lambda: tm.run_split(a, b, c, meta, v[5])
+        return lambda: gp.run_split(a, b, c, meta, v[5])
     if kind == "hy":
         meta.update(_flags(v[6] if len(v) > 6 else ""))
-        return lambda: tm.run_hybrid(a, b, c, meta, v[5], sms)
+        return lambda: gp.run_hybrid(a, b, c, meta, v[5], sms)
     if kind == "ptr":
         M, K = a.shape
         N = b.shape[1]
