@@ -168,28 +168,40 @@ def test_gemm_dispatch_runs_the_chosen_schedule(which, layout, dtype, choose, mo
     assert_close(gemm_mod.gemm_grad_b(g, a), ref64(a.t(), g), msg="dB")
 
 
-def test_pad_path_copies_with_triton_and_writes_an_odd_c_in_place(monkeypatch):
+def test_pad_path_copies_with_triton_and_pads_an_odd_c(monkeypatch):
     from warpgauge.kernels import gemm as gemm_mod
 
     monkeypatch.setattr(gemm_mod, "PAD_MIN_WORK", 0)
-    padded, metas = [], []
-    pad, run = gp.pad_rows, gp.run_persistent
+    padded, metas, back = [], [], []
+    pad, run, copy = gp.pad_rows, gp.run_persistent, gp.copy_rows
     monkeypatch.setattr(gp, "pad_rows", lambda t: padded.append(tuple(t.shape)) or pad(t))
     monkeypatch.setattr(gp, "run_persistent", lambda *a, **k: metas.append(a[3]) or run(*a, **k))
+    monkeypatch.setattr(gp, "copy_rows", lambda s, d: back.append(d) or copy(s, d))
+    monkeypatch.setattr(gemm_mod.tma, "choose", lambda *a, **k: gemm_mod.tma.WIDE_FLAT)
     a, b = operands(70, 45, 51, "NN", seed=13)  # K and N odd: A, B and C rows unaligned
     c = nan_out(70, 45)
     assert gemm_mod._path(a, b, c, "m") == "pad"
     gemm_mod.gemm(a, b, out=c)
     assert_close(c, ref64(a, b))
-    assert padded == [(70, 51), (51, 45)]  # A and B copied, C not
-    assert metas and metas[0]["C_PTR"] and not metas[0]["WS"]  # C written by pointer stores
-    # K odd only, B = w.t() column-major: B's copy keeps the stride swap; C aligned: TMA store
+    assert padded == [(70, 51), (51, 45)]  # A and B copied in (C's buffer is only written)
+    assert [d is c for d in back] == [False, False, True]  # A, B in (pad_rows), then C back
+    assert metas and not metas[0]["C_PTR"]  # the padded C takes TMA stores
+    # K odd only, B = w.t() column-major: B's copy keeps the stride swap; C aligned: no copy back
     padded.clear()
-    metas.clear()
+    back.clear()
     a, b = operands(66, 40, 37, "NT", seed=14)
     assert gemm_mod._path(a, b, nan_out(66, 40), "m") == "pad"
     assert_close(gemm_mod.gemm(a, b), ref64(a, b))
     assert padded == [(66, 37), (40, 37)]  # b.t() is the (40, 37) row-major storage
+    assert len(back) == 2  # the two copies in, none back
+
+
+def test_copy_rows_between_row_strides():
+    src = rand(19, 300, seed=16)[:, :261]  # 261 columns of rows 300 long: two column blocks
+    buf = nan_out(19, 270)
+    gp.copy_rows(src, buf[:, :261])
+    assert torch.equal(buf[:, :261], src)
+    assert torch.isnan(buf[:, 261:]).all()  # the padding is never written
 
 
 def test_tma_rule_is_logged_per_key_with_its_k_class(choose):

@@ -163,10 +163,11 @@ def _path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str) -> 
 # ~1024^3 of work they are not worth it (not measured there: the pointer kernel stays).
 # A base address 16- but not 128-byte aligned (a sliced view a[:, 8:]) also pays: 4096^3 sliced
 # ran 335 us through TMA in place and 265 us after the copies (cuBLAS 199; explore2.json).
-# The copies are one Triton kernel each (gemm_persistent.pad_rows), and an unaligned C is written
-# in place by a pointer-store epilogue instead of a padded C copied back: 4095^3 273.0 us against
-# 342.6 with torch copies of A, B and C (312.1 with torch copies of A and B only; cuBLAS 974.1;
-# results/gemm-shapes-h200/round1.json).
+# The copies are one Triton kernel each (gemm_persistent.pad_rows / copy_rows): 4095^3 ran 265.5
+# us (cuBLAS 907.1) with A, B and C padded and C copied back by Triton, against 342.6 with torch
+# copies (cuBLAS 974.1) and 271.5 with C written in place by 2-byte pointer stores (C_PTR);
+# results/gemm-shapes-h200/round1.json, round2_confirm.json (its pad3 variant also copied C's old
+# contents into the padded buffer, which the dispatch does not).
 PAD_MIN_WORK = 1 << 30
 
 
@@ -192,8 +193,11 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
     if path == "skinny":
         _launch_skinny(a, b, c, upcast)
         return
-    if path == "pad":  # now TMA-eligible except, perhaps, C: then the pointer-store epilogue
-        _launch_tma(_padded(a), _padded(b), c, token_dim, upcast)
+    if path == "pad":  # padded copies: TMA-eligible; an unaligned C is a padded buffer copied back
+        cp = c if tma.aligned(c) else gp.padded_empty(c)
+        _launch_tma(_padded(a), _padded(b), cp, token_dim, upcast)
+        if cp is not c:
+            gp.copy_rows(cp, c)
         return
     if path == "tma":
         _launch_tma(a, b, c, token_dim, upcast)
@@ -223,7 +227,7 @@ def _launch_tma(a, b, c, token_dim: str, upcast: bool) -> None:
     N = b.shape[1]
     h = hints(a, b, c, token_dim)
     keys = (_bucket(M), _bucket(K), _layout(a, b) | h << 4)
-    c_ptr = not tma.aligned(c)  # the pad path's C (odd N): no TMA store
+    c_ptr = not tma.aligned(c)  # a C that TMA cannot store (the pad path pads it instead)
     sms = device_info(a.device).sm_count
     cfg = tma.choose(keys[0], N, sms, tma.k_class(K))  # M bucket, K class: one config each
     meta = dict(cfg.kwargs, UPCAST=upcast, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
@@ -238,7 +242,7 @@ def _launch_tma(a, b, c, token_dim: str, upcast: bool) -> None:
         gp.run_persistent(a, b, c, meta, grid_max, keys, upcast=upcast)
         return
     descs = tma.descriptors(a, b, c)
-    meta = {k: v for k, v in meta.items() if k != "FLATTEN"}
+    meta = {k: v for k, v in meta.items() if k not in ("FLATTEN", "SUBTILE")}
     meta.update(A_T=descs[3], B_T=descs[4])
     tma.with_blocks(descs, meta)
     args = (descs[0], descs[1], descs[2], M, N, K, *keys)

@@ -9,10 +9,10 @@ split-K, and the padded-row copy that makes unaligned operands TMA-eligible.
     ``C_PTR`` stores C through masked pointers instead of a TMA box, for a C whose rows TMA cannot
     address (an odd N). With a grid of one program per tile it is the non-persistent schedule.
 
-``pad_rows`` (dispatched by the pad path)
-    One Triton copy of a row-major operand into rows padded to 16 bytes (``pad_copy_kernel``).
-    On the H200 it made 4095^3 273 us against 312 with torch's ``copy_``
-    (results/gemm-shapes-h200/round1.json).
+``pad_rows``, ``padded_empty``, ``copy_rows`` (dispatched by the pad path)
+    One Triton copy of a row-major operand into rows padded to 16 bytes (``pad_copy_kernel``), and
+    back for an unaligned C. On the H200 the copies made 4095^3 273 us against 312 with torch's
+    ``copy_`` (results/gemm-shapes-h200/round1.json).
 
 ``split_kernel`` + ``split_reduce_kernel``, ``run_hybrid`` (swept, not dispatched)
     Split-K over some tiles into FP32 partials in a tile-local layout, added in the fixed order
@@ -35,8 +35,8 @@ import triton.language as tl
 from ._launch import empty, launch
 from .gemm_tma import _desc, _tile_ids
 
-__all__ = ["persistent_kernel", "run_persistent", "pad_rows", "pad_copy_kernel", "split_kernel",
-           "split_reduce_kernel", "run_split", "run_hybrid"]  # fmt: skip
+__all__ = ["persistent_kernel", "run_persistent", "pad_rows", "padded_empty", "copy_rows",
+           "pad_copy_kernel", "split_kernel", "split_reduce_kernel", "run_split", "run_hybrid"]  # fmt: skip
 
 
 @triton.jit
@@ -237,8 +237,19 @@ def run_hybrid(a, b, c, meta: dict, split: int, sms: int, keys=(1, 1, 0), upcast
 
 def pad_rows(t: torch.Tensor) -> torch.Tensor:
     """A row-major copy of row-major ``t`` whose rows are padded to 16 bytes (one Triton copy)."""
+    buf = padded_empty(t)
+    copy_rows(t, buf)
+    return buf
+
+
+def padded_empty(t: torch.Tensor) -> torch.Tensor:
+    """An uninitialised (R, C) view of ``t``'s dtype whose rows are padded to 16 bytes."""
     R, C = t.shape
-    buf = empty((R, triton.cdiv(C, 8) * 8), t.dtype, t.device)
-    launch(pad_copy_kernel, (triton.cdiv(R, 16), triton.cdiv(C, 256)), t, buf, R, C,
-           t.stride(0), buf.stride(0), BR=16, BC=256, num_warps=4)  # fmt: skip
-    return buf[:, :C]
+    return empty((R, triton.cdiv(C, 8) * 8), t.dtype, t.device)[:, :C]
+
+
+def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """dst[:] = src for row-major tensors of one shape, any row strides (one Triton copy)."""
+    R, C = src.shape
+    launch(pad_copy_kernel, (triton.cdiv(R, 16), triton.cdiv(C, 256)), src, dst, R, C,
+           src.stride(0), dst.stride(0), BR=16, BC=256, num_warps=4)  # fmt: skip

@@ -154,10 +154,10 @@ def tma_kernel(
 # results/gemm-shapes-h200/, BF16, cuBLAS = 1), not timed per call: the rule costs no tuning time.
 # ``FLATTEN`` configs run gemm_persistent.persistent_kernel (flattened persistent loop), the others
 # tma_kernel (persistent or one program per tile).
-def _cfg(bm, bn, bk, stages, warps, persistent=False, ws=False, flatten=False):
+def _cfg(bm, bn, bk, stages, warps, persistent=False, ws=False, flatten=False, subtile=False):
     return triton.Config(
         {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PERSISTENT": persistent,
-         "WS": ws, "FLATTEN": flatten},
+         "WS": ws, "FLATTEN": flatten, "SUBTILE": subtile},
         num_stages=stages, num_warps=warps,
     )  # fmt: skip
 
@@ -172,18 +172,24 @@ TALL = _cfg(256, 128, 64, 3, 8, persistent=True)
 # epilogue) and, for 128x256, warp specialization; for K <= FLAT_MAX_K (shapes-h200 round1.json,
 # cold L2, cuBLAS = 1): 16384x1024x1024 53.3 us vs 57.2 (0.98x vs 0.91x); 4096^3 NN / NT / TN
 # 178.9 / 181.2 / 178.7 vs 180.1 / 183.3 / 180.4; 4096x14336x4096 NN 626.0 vs 629.7, its dB
-# 621.2 vs 632.2; 4096x4104x4096 (256x128) 209.0 vs 215.2. At K = 8192 the flattened loop ran
-# 8192^3 in 1504.8 us cold against 1403.6 (warm 1419.4 vs 1438.7), so longer K keeps the old loop.
+# 621.2 vs 632.2. At K = 8192 the flattened loop ran 8192^3 in 1504.8 us cold against 1403.6 (warm
+# 1419.4 vs 1438.7; round2_confirm.json: 1429.0 vs 1468.8 cold, 1501.8 vs 1466.9 warm, cuBLAS
+# 1390.2 / 1472.5: power-state noise at this size), so longer K keeps the old loop.
 WIDE_FLAT = _cfg(128, 256, 64, 3, 8, persistent=True, ws=True, flatten=True)
-TALL_FLAT = _cfg(256, 128, 64, 3, 8, persistent=True, flatten=True)
+# 256x128, flattened, 4 stages with C stored in two halves (4 x 48 KB + 32 KB of shared memory):
+# 4096x4104x4096 NN 188.5 us against 204.1 with 3 stages and a whole-tile store and 215.2 for
+# the old loop (cuBLAS 182.5; round2_confirm.json, round1.json).
+TALL_FLAT = _cfg(256, 128, 64, 4, 8, persistent=True, flatten=True, subtile=True)
 FLAT_MAX_K = 4096
 # 128x128 tiles for sliver waves (2048x2056x2048, see choose).
 MID = _cfg(128, 128, 64, 4, 8)
 # Under half a wave of 128x256 tiles, one program per tile, as many tiles as fit one wave (cold):
 # 64x128 ran 1024^3 in 10.8 us against 12.2 for 128x128 and 11.3 for 128x64 (warm 5.4 / 7.8 /
 # 6.1; cuBLAS 9.3 cold, 5.3 warm); 64x64 ran 256^3 in 6.56 us against 6.75 for 128x64 (cuBLAS
-# 6.34). Split-K lost at 1024^3 (13.9-20.2 us; gemm_persistent).
-NARROW = _cfg(64, 128, 64, 4, 4)
+# 6.34). Split-K lost at 1024^3 (13.9-20.2 us; gemm_persistent). 64x128 with 6 stages: 9.6 us
+# (8 stages 9.7, 128-deep K steps 10.0, cuBLAS 9.3; warm 5.4, cuBLAS 5.2; round2_confirm.json):
+# cold, the first K steps wait on DRAM, and more of them in flight hide it.
+NARROW = _cfg(64, 128, 64, 6, 4)
 TINY = _cfg(64, 64, 64, 4, 4)
 CONFIGS = [WIDE, TALL, WIDE_FLAT, TALL_FLAT, MID, NARROW, TINY]
 INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4,
