@@ -235,9 +235,8 @@ def _launch_tma(a, b, c, token_dim: str, upcast: bool) -> None:
         meta.update(tma.INTERPRETER_CONFIG, PERSISTENT=meta["PERSISTENT"], WS=False)
     _log_rule((keys[0], N, tma.k_class(K), keys[2], str(a.dtype)), cfg)
     if meta["FLATTEN"] or c_ptr:
-        meta = dict(
-            meta, C_PTR=c_ptr, WS=meta["WS"] and not c_ptr
-        )  # WS + pointer store: unmeasured
+        # WS together with the pointer-store epilogue was never measured: plain pipelining there
+        meta = dict(meta, C_PTR=c_ptr, WS=meta["WS"] and not c_ptr)
         grid_max = sms if meta["PERSISTENT"] else 1 << 30  # one program per tile unless persistent
         gp.run_persistent(a, b, c, meta, grid_max, keys, upcast=upcast)
         return
