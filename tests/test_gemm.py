@@ -485,11 +485,17 @@ def test_pad_path_for_a_sliced_base_when_big(monkeypatch):
 
 def test_tma_config_rule():
     T = gemm_mod.tma
-    assert T.choose(4096, 4096, 132) is T.WIDE  # 512 tiles: 4 waves either way
-    assert T.choose(4096, 4104, 132) is T.TALL  # 128x256: 544 tiles, 5 waves; 256x128: 4
-    assert T.choose(1024, 1024, 132) is T.MID  # under one wave: 64 tiles of 128x128
-    assert T.choose(128, 4096, 132) is T.SMALL  # 32 tiles of 128x128: 128x64 instead
-    assert T.choose(2048, 2048, 132) is T.WIDE  # 128 tiles: one wave
+    assert T.choose(4096, 4096, 132) is T.WIDE_FLAT  # 512 tiles: 4 waves either way; K <= 4096
+    assert T.choose(4096, 4096, 132, T.k_class(8192)) is T.WIDE  # long K: the plain loop
+    assert T.choose(4096, 4104, 132) is T.TALL_FLAT  # 128x256: 544 tiles, 5 waves; 256x128: 4
+    assert T.choose(4096, 4104, 132, 16384) is T.TALL
+    assert T.choose(1024, 1024, 132) is T.NARROW  # under half a wave: 128 tiles of 64x128
+    assert T.choose(128, 4096, 132) is T.NARROW  # 64 tiles of 64x128
+    assert T.choose(256, 256, 132) is T.TINY  # 8 tiles of 64x128 < 132 / 8: 64x64 instead
+    assert T.choose(512, 4096, 132) is T.MID  # 256 tiles of 64x128 > one wave: 128 of 128x128
+    assert T.choose(2048, 2048, 132) is T.WIDE_FLAT  # 128 tiles: one wave
     assert T.choose(2048, 2056, 132) is T.MID  # 144 wide tiles: 2 waves; 272 mid: 3 half-cost
-    assert T.choose(4096, 14336, 132) is T.WIDE
-    assert T.choose(4096, 1024, 132) is T.WIDE  # 16384x1024x1024 has M bucket 4096
+    assert T.choose(4096, 14336, 132) is T.WIDE_FLAT
+    assert T.choose(4096, 1024, 132) is T.WIDE_FLAT  # 16384x1024x1024 has M bucket 4096
+    assert T.choose(1024, 1024, 66) is T.MID  # half the SMs: 64x128 tiles no longer fit a wave
+    assert [T.k_class(k) for k in (1, 100, 4096, 4097, 8192, 14336)] == [1, 128, 4096] + [8192] * 3

@@ -44,6 +44,7 @@ import triton
 
 from .._checks import HALF_DTYPES, check_same_device, check_same_dtype, check_tensor
 from .._device import device_info, interpreter_enabled
+from . import gemm_persistent as gp
 from . import gemm_skinny as skinny
 from . import gemm_tma as tma
 from ._launch import compiled_variants as _count
@@ -78,9 +79,10 @@ def compiled_variants(which: str | None = None) -> int:
     in K (``"k"``: pointer K entry, TMA), or all (None). Autotuning compiles one per surviving
     config; a new token count inside a known bucket must not add any. Always 0 under the
     interpreter (nothing is compiled)."""
+    shared = [tma.tma_kernel, gp.persistent_kernel, gp.pad_copy_kernel]
     kernels = {
-        "m": [_KERNELS["m"], tma.tma_kernel, skinny.skinny_kernel, skinny.reduce_kernel],
-        "k": [_KERNELS["k"], tma.tma_kernel],
+        "m": [_KERNELS["m"], *shared, skinny.skinny_kernel, skinny.reduce_kernel],
+        "k": [_KERNELS["k"], *shared],
     }
     if which is None:
         chosen = {id(k): k for ks in kernels.values() for k in ks}.values()
@@ -131,7 +133,8 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str) -> str:
-    """Which kernel runs ``c = a @ b``: "skinny" (few tokens in M), "tma" or "tile" (pointers)."""
+    """Which kernel runs ``c = a @ b``: "skinny" (few tokens in M), "tma", "pad" (padded copies of
+    the unaligned operands, then TMA) or "tile" (pointers)."""
     M = a.shape[0]
     if token_dim == "m" and M <= SKINNY_MAX_M:
         return "skinny"
@@ -156,23 +159,26 @@ def _path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str) -> 
 # the pointer kernel's loads scalar: 0.33x cuBLAS at 4095^3 (2991 us). Copying such operands into
 # rows padded to 8 elements and running the TMA kernel took 299 us there (cuBLAS 917: 3.1x), 217
 # us at 4096x4096x4095 (cuBLAS 969) and 74.8 us at 2047^3 NT (pointer kernel 127, cuBLAS 130)
-# (results/gemm-tuning-h200/round1.json). The copies move (MK + KN + MN) elements twice, so below
+# (results/gemm-tuning-h200/round1.json). The copies move (MK + KN) elements twice, so below
 # ~1024^3 of work they are not worth it (not measured there: the pointer kernel stays).
 # A base address 16- but not 128-byte aligned (a sliced view a[:, 8:]) also pays: 4096^3 sliced
 # ran 335 us through TMA in place and 265 us after the copies (cuBLAS 199; explore2.json).
+# The copies are one Triton kernel each (gemm_persistent.pad_rows / copy_rows): 4095^3 ran 265.5
+# us (cuBLAS 907.1) with A, B and C padded and C copied back by Triton, against 342.6 with torch
+# copies (cuBLAS 974.1) and 271.5 with C written in place by 2-byte pointer stores (C_PTR);
+# results/gemm-shapes-h200/round1.json, round2_confirm.json (its pad3 variant also copied C's old
+# contents into the padded buffer, which the dispatch does not).
 PAD_MIN_WORK = 1 << 30
 
 
 def _padded(t: torch.Tensor) -> torch.Tensor:
-    """A copy of ``t`` with the same major order whose rows start 16-byte aligned."""
+    """``t`` itself if TMA can read it as it lies, else a copy with the same major order whose rows
+    start 16-byte aligned (on 128-byte lines: fresh allocations are)."""
     if tma.aligned(t) and tma.base_aligned(t):
         return t
-    r, cdim = t.shape
-    if t.stride(1) == 1 or t.stride(0) != 1:  # row-major copy: pad the row length
-        buf = empty((r, triton.cdiv(cdim, 8) * 8), t.dtype, t.device)[:, :cdim]
-    else:  # column-major: pad the column length, keep the stride swap
-        buf = empty((cdim, triton.cdiv(r, 8) * 8), t.dtype, t.device)[:, :r].t()
-    return buf.copy_(t)
+    if t.stride(1) == 1:  # row-major copy: pad the row length
+        return gp.pad_rows(t)
+    return gp.pad_rows(t.t()).t()  # column-major (the pad path's only other case): keep the swap
 
 
 FORCE_PATH: str | None = None  # tests set "tile" to reach the pointer kernel on aligned shapes
@@ -187,32 +193,17 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
     if path == "skinny":
         _launch_skinny(a, b, c, upcast)
         return
-    if path == "pad":
-        cp = _padded(c)
-        _launch(_padded(a), _padded(b), cp, token_dim)  # now TMA-eligible: path "tma"
+    if path == "pad":  # padded copies: TMA-eligible; an unaligned C is a padded buffer copied back
+        cp = c if tma.aligned(c) else gp.padded_empty(c)
+        _launch_tma(_padded(a), _padded(b), cp, token_dim, upcast)
         if cp is not c:
-            c.copy_(cp)
+            gp.copy_rows(cp, c)
+        return
+    if path == "tma":
+        _launch_tma(a, b, c, token_dim, upcast)
         return
     h = hints(a, b, c, token_dim)
     keys = (_bucket(M), _bucket(K), _layout(a, b) | h << 4)
-    if path == "tma":
-        descs = tma.descriptors(a, b, c)
-        args = (descs[0], descs[1], descs[2], M, N, K, *keys)
-        base = dict(A_T=descs[3], B_T=descs[4], UPCAST=upcast)
-        if interpreter_enabled():
-            meta = dict(tma.INTERPRETER_CONFIG, **base)
-            tma.with_blocks(descs, meta)
-            launch(tma.tma_kernel, tma.grid(M, N, meta, 1 << 30), *args, **meta, num_warps=4)
-            return
-        sms = device_info(a.device).sm_count
-
-        cfg = tma.choose(keys[0], N, sms)  # the M bucket: one config (one binary) per bucket
-        _log_rule((keys[0], N, keys[1], keys[2], str(a.dtype)), cfg)
-        meta = dict(cfg.kwargs, **base)
-        tma.with_blocks(descs, meta)
-        launch(tma.tma_kernel, tma.grid(M, N, meta, sms), *args, **meta,
-               num_warps=cfg.num_warps, num_stages=cfg.num_stages)  # fmt: skip
-        return
     kernel = _KERNELS[token_dim]
     args = (
         a, b, c, M, N, K,
@@ -228,6 +219,33 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
     _tuned_launch(kernel, grid, *args, UPCAST=False, HINTS=h)
+
+
+def _launch_tma(a, b, c, token_dim: str, upcast: bool) -> None:
+    """c[:] = a @ b through TMA: a config chosen by rule (``gemm_tma.choose``), one per key."""
+    M, K = a.shape
+    N = b.shape[1]
+    h = hints(a, b, c, token_dim)
+    keys = (_bucket(M), _bucket(K), _layout(a, b) | h << 4)
+    c_ptr = not tma.aligned(c)  # a C that TMA cannot store (the pad path pads it instead)
+    sms = device_info(a.device).sm_count
+    cfg = tma.choose(keys[0], N, sms, tma.k_class(K))  # M bucket, K class: one config each
+    meta = dict(cfg.kwargs, UPCAST=upcast, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    if interpreter_enabled():  # small blocks (every program is numpy work), the same schedule
+        meta.update(tma.INTERPRETER_CONFIG, PERSISTENT=meta["PERSISTENT"], WS=False)
+    _log_rule((keys[0], N, tma.k_class(K), keys[2], str(a.dtype)), cfg)
+    if meta["FLATTEN"] or c_ptr:
+        # WS together with the pointer-store epilogue was never measured: plain pipelining there
+        meta = dict(meta, C_PTR=c_ptr, WS=meta["WS"] and not c_ptr)
+        grid_max = sms if meta["PERSISTENT"] else 1 << 30  # one program per tile unless persistent
+        gp.run_persistent(a, b, c, meta, grid_max, keys, upcast=upcast)
+        return
+    descs = tma.descriptors(a, b, c)
+    meta = {k: v for k, v in meta.items() if k not in ("FLATTEN", "SUBTILE")}
+    meta.update(A_T=descs[3], B_T=descs[4])
+    tma.with_blocks(descs, meta)
+    args = (descs[0], descs[1], descs[2], M, N, K, *keys)
+    launch(tma.tma_kernel, tma.grid(M, N, meta, sms), *args, **meta)
 
 
 def _launch_skinny(a, b, c, upcast: bool, plan: skinny.SkinnyPlan | None = None) -> None:

@@ -13,7 +13,9 @@ Otherwise the pointer kernel (``gemm_tile``) runs.
 
 Schedules: ``PERSISTENT = False`` launches one program per output tile in grouped order;
 ``PERSISTENT = True`` launches at most one program per SM; each walks the tiles in the same order
-with a stride of the grid size.
+with a stride of the grid size. Configs with ``FLATTEN`` run ``gemm_persistent.persistent_kernel``
+instead (the flattened persistent loop); so does any config when C's rows are not 16-byte aligned
+(the pad path), with a pointer-store epilogue.
 
 Traffic (compulsory): read A (M*K) + B (K*N) + write C (M*N) elements; FLOPs 2*M*N*K.
 """
@@ -26,7 +28,8 @@ import triton.language as tl
 
 from .._device import interpreter_enabled
 
-__all__ = ["eligible", "descriptors", "tma_kernel", "set_block_shapes", "CONFIGS", "choose", "grid"]
+__all__ = ["eligible", "descriptors", "tma_kernel", "set_block_shapes", "CONFIGS", "choose", "grid",
+           "k_class"]  # fmt: skip
 
 
 def unit_stride(t: torch.Tensor) -> bool:
@@ -146,14 +149,15 @@ def tma_kernel(
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))  # one rounding
 
 
-# Hopper configs (228 KB shared memory per SM: 128x256x64 x 3 stages = 144 KB; 4 stages do not
-# fit). Picked by a rule (``choose``) from the H200 sweeps (results/gemm-tuning-h200/, BF16,
-# cuBLAS = 1), not timed per call: timing through the eager launch path measured host cost, and the
-# rule costs no tuning time.
-def _cfg(bm, bn, bk, stages, warps, persistent=False, ws=False):
+# Hopper configs (228 KB shared memory per SM: 128x256x64 x 3 stages = 144 KB + the C tile).
+# Picked by a rule (``choose``) from the H200 sweeps (results/gemm-tuning-h200/ and
+# results/gemm-shapes-h200/, BF16, cuBLAS = 1), not timed per call: the rule costs no tuning time.
+# ``FLATTEN`` configs run gemm_persistent.persistent_kernel (flattened persistent loop), the others
+# tma_kernel (persistent or one program per tile).
+def _cfg(bm, bn, bk, stages, warps, persistent=False, ws=False, flatten=False, subtile=False):
     return triton.Config(
         {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PERSISTENT": persistent,
-         "WS": ws},
+         "WS": ws, "FLATTEN": flatten, "SUBTILE": subtile},
         num_stages=stages, num_warps=warps,
     )  # fmt: skip
 
@@ -164,11 +168,30 @@ WIDE = _cfg(128, 256, 64, 3, 8, persistent=True)
 # Persistent 256x128: the same tile turned; fits N = 4104 in 4 whole waves where 128x256 needs 5
 # (4096x4104x4096 NN 214 us vs 236; NT 197 vs 218).
 TALL = _cfg(256, 128, 64, 3, 8, persistent=True)
-# Under one wave of 128x256 tiles: 128x128 (1024^3 8.3 us vs 13.6; 1000x768x520 6.5 vs 9.6), and
-# 128x64 when even those are few (128x4096x4096 NT, 16.6 us).
+# The same tiles with the flattened persistent loop (the next tile's loads under this tile's
+# epilogue) and, for 128x256, warp specialization; for K <= FLAT_MAX_K (shapes-h200 round1.json,
+# cold L2, cuBLAS = 1): 16384x1024x1024 53.3 us vs 57.2 (0.98x vs 0.91x); 4096^3 NN / NT / TN
+# 178.9 / 181.2 / 178.7 vs 180.1 / 183.3 / 180.4; 4096x14336x4096 NN 626.0 vs 629.7, its dB
+# 621.2 vs 632.2. At K = 8192 the flattened loop ran 8192^3 in 1504.8 us cold against 1403.6 (warm
+# 1419.4 vs 1438.7; round2_confirm.json: 1429.0 vs 1468.8 cold, 1501.8 vs 1466.9 warm, cuBLAS
+# 1390.2 / 1472.5: power-state noise at this size), so longer K keeps the old loop.
+WIDE_FLAT = _cfg(128, 256, 64, 3, 8, persistent=True, ws=True, flatten=True)
+# 256x128, flattened, 4 stages with C stored in two halves (4 x 48 KB + 32 KB of shared memory):
+# 4096x4104x4096 NN 188.5 us against 204.1 with 3 stages and a whole-tile store and 215.2 for
+# the old loop (cuBLAS 182.5; round2_confirm.json, round1.json).
+TALL_FLAT = _cfg(256, 128, 64, 4, 8, persistent=True, flatten=True, subtile=True)
+FLAT_MAX_K = 4096
+# 128x128 tiles for sliver waves (2048x2056x2048, see choose).
 MID = _cfg(128, 128, 64, 4, 8)
-SMALL = _cfg(128, 64, 64, 4, 4)
-CONFIGS = [WIDE, TALL, MID, SMALL]
+# Under half a wave of 128x256 tiles, one program per tile, as many tiles as fit one wave (cold):
+# 64x128 ran 1024^3 in 10.8 us against 12.2 for 128x128 and 11.3 for 128x64 (warm 5.4 / 7.8 /
+# 6.1; cuBLAS 9.3 cold, 5.3 warm); 64x64 ran 256^3 in 6.56 us against 6.75 for 128x64 (cuBLAS
+# 6.34). Split-K lost at 1024^3 (13.9-20.2 us; gemm_persistent). 64x128 with 6 stages: 9.6 us
+# (8 stages 9.7, 128-deep K steps 10.0, cuBLAS 9.3; warm 5.4, cuBLAS 5.2; round2_confirm.json):
+# cold, the first K steps wait on DRAM, and more of them in flight hide it.
+NARROW = _cfg(64, 128, 64, 6, 4)
+TINY = _cfg(64, 64, 64, 4, 4)
+CONFIGS = [WIDE, TALL, WIDE_FLAT, TALL_FLAT, MID, NARROW, TINY]
 INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4,
                       "PERSISTENT": False, "WS": False}  # fmt: skip
 
@@ -183,21 +206,38 @@ _TALL_COST = 1.14
 _MID_COST = 1.15 / 2
 
 
-def choose(M: int, N: int, sm_count: int) -> triton.Config:
-    """The config rule: the tile that finishes in the least time counted in whole waves, each wave
-    costing its tile's relative time; below half a wave of 128x256 tiles, 128x128 (128x64 when
-    even those are few). The caller passes M's bucket (gemm_tile._bucket), so every M of a
-    bucket shares one config. 2048x2056x2048: 128x256 needs 2 waves for 1.09 waves of work (51.5
-    us), 128x128 3 half-cost waves (43.4 us)."""
+def k_class(K: int) -> int:
+    """The K part of the rule's key: K's power-of-two bucket up to 2 * FLAT_MAX_K (all longer K
+    share one), so in dB, where K is the token count, every K of a class shares one config."""
+    return min(triton.next_power_of_2(max(int(K), 1)), 2 * FLAT_MAX_K)
+
+
+def choose(M: int, N: int, sm_count: int, K: int = FLAT_MAX_K) -> triton.Config:
+    """The config rule. The caller passes M's bucket (gemm_tile._bucket) and K's class
+    (``k_class``), so every M of a bucket (every K of a class) shares one config.
+
+    - Below half a wave of 128x256 tiles: one program per tile, 64x128 tiles while they fit one
+      wave (64x64 when fewer than sm_count / 8 of them), else 128x128.
+    - Otherwise the tile that finishes in the least time counted in whole waves, each wave costing
+      its tile's relative time. 2048x2056x2048: 128x256 needs 2 waves for 1.09 waves of work (51.5
+      us), 128x128 3 half-cost waves (43.4 us). 128x256 and 256x128 run the flattened persistent
+      loop when K <= FLAT_MAX_K."""
     if triton.cdiv(M, 128) * triton.cdiv(N, 256) <= sm_count // 2:
-        return MID if triton.cdiv(M, 128) * triton.cdiv(N, 128) >= 48 else SMALL
+        narrow = triton.cdiv(M, 64) * triton.cdiv(N, 128)
+        if narrow > sm_count:
+            return MID
+        return TINY if narrow < sm_count // 8 else NARROW
     cost = {
         "wide": _waves(M, N, 128, 256, sm_count),
         "tall": _waves(M, N, 256, 128, sm_count) * _TALL_COST,
         "mid": _waves(M, N, 128, 128, sm_count) * _MID_COST,
     }
     best = min(cost, key=cost.get)  # ties keep the first: wide
-    return {"wide": WIDE, "tall": TALL, "mid": MID}[best]
+    if best == "mid":
+        return MID
+    if K <= FLAT_MAX_K:
+        return WIDE_FLAT if best == "wide" else TALL_FLAT
+    return WIDE if best == "wide" else TALL
 
 
 def grid(M: int, N: int, meta: dict, sm_count: int) -> tuple[int]:

@@ -1,0 +1,255 @@
+"""TMA GEMM schedules beyond ``gemm_tma.tma_kernel``: a persistent kernel with a flattened tile loop,
+split-K, and the padded-row copy that makes unaligned operands TMA-eligible.
+
+``persistent_kernel`` (dispatched, see ``gemm_tma.choose``)
+    Program p runs tiles p, p + grid, ... in grouped order. ``FLATTEN`` merges the tile and K
+    loops for Triton's pipeliner, so the next tile's first loads are issued under this tile's
+    epilogue (Triton's persistent-matmul tutorial); ``WS`` asks for warp specialization of that
+    loop; ``SUBTILE`` stores C in two column halves (half the epilogue's shared memory);
+    ``C_PTR`` stores C through masked pointers instead of a TMA box, for a C whose rows TMA cannot
+    address (an odd N). With a grid of one program per tile it is the non-persistent schedule.
+
+``pad_rows``, ``padded_empty``, ``copy_rows`` (dispatched by the pad path)
+    One Triton copy of a row-major operand into rows padded to 16 bytes (``pad_copy_kernel``), and
+    back for an unaligned C. On the H200 the copies made 4095^3 273 us against 312 with torch's
+    ``copy_`` (results/gemm-shapes-h200/round1.json).
+
+``split_kernel`` + ``split_reduce_kernel``, ``run_hybrid`` (swept, not dispatched)
+    Split-K over some tiles into FP32 partials in a tile-local layout, added in the fixed order
+    0..split-1 (no atomics, the same bits every run); ``run_hybrid`` runs whole waves persistent and
+    splits only the last partial wave. Both lost on the H200 (round1.json): split-K 13.9-20.2 us
+    at 1024^3 against 10.8 for 64x128 tiles; the split tail of 128x256 tiles 238 us at
+    4096x4104x4096 against 209 for 256x128 tiles, which need no tail there.
+
+Traffic (compulsory): read A (M*K) + B (K*N) + write C (M*N) elements; FLOPs 2*M*N*K; split-K
+adds split*tiles*BLOCK_M*BLOCK_N FP32 written and read back; a padded copy reads and writes its
+operand once more.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import empty, launch
+from .gemm_tma import _desc, _tile_ids
+
+__all__ = ["persistent_kernel", "run_persistent", "pad_rows", "padded_empty", "copy_rows",
+           "pad_copy_kernel", "split_kernel", "split_reduce_kernel", "run_split", "run_hybrid"]  # fmt: skip
+
+
+@triton.jit
+def _acc(a_desc, b_desc, off_m, off_n, k0, k1, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr,
+         BLOCK_N: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+    """FP32 sum over K steps [k0, k1) of one tile (plain loop: the caller's loop is pipelined)."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kt in range(k0, k1):
+        off_k = kt * BLOCK_K
+        if A_T:
+            a = a_desc.load([off_k, off_m]).T
+        else:
+            a = a_desc.load([off_m, off_k])
+        if B_T:
+            b = b_desc.load([off_n, off_k]).T
+        else:
+            b = b_desc.load([off_k, off_n])
+        if UPCAST:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
+def _store_tile(c_desc, c_ptr, stride_cm, acc, off_m, off_n, M, N, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, SUBTILE: tl.constexpr, C_PTR: tl.constexpr):  # fmt: skip
+    """One rounding, then a TMA store (whole or in two column halves) or a masked pointer store
+    (C_PTR: for a C whose rows TMA cannot address, e.g. an odd N)."""
+    if C_PTR:
+        om = off_m + tl.arange(0, BLOCK_M)
+        on = off_n + tl.arange(0, BLOCK_N)
+        ptrs = c_ptr + om[:, None].to(tl.int64) * stride_cm + on[None, :]
+        tl.store(ptrs, acc.to(c_ptr.dtype.element_ty), mask=(om[:, None] < M) & (on[None, :] < N))
+    elif SUBTILE:
+        acc3 = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        acc0, acc1 = tl.split(acc3)
+        c_desc.store([off_m, off_n], acc0.to(c_desc.dtype))
+        c_desc.store([off_m, off_n + BLOCK_N // 2], acc1.to(c_desc.dtype))
+    else:
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+@triton.jit(do_not_specialize=["M", "K", "TILE_END", "M_BUCKET", "K_BUCKET", "LAYOUT"])
+def persistent_kernel(
+    a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, TILE_END, M_BUCKET, K_BUCKET, LAYOUT,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    A_T: tl.constexpr, B_T: tl.constexpr, FLATTEN: tl.constexpr, WS: tl.constexpr,
+    SUBTILE: tl.constexpr, C_PTR: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
+    """Persistent: program p runs tiles p, p + grid, ... < TILE_END (grouped order). FLATTEN lets
+    Triton pipeline the next tile's loads under this tile's epilogue (the persistent-matmul
+    tutorial's schedule); the epilogue tile index is a second counter for that reason."""
+    # I/O: read A (M*K) + B (K*N) + write C (M*N) elements; 2*M*N*K FLOPs.
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    start = tl.program_id(0)
+    step = tl.num_programs(0)
+    tile_c = start - step
+    for tile in tl.range(start, TILE_END, step, flatten=FLATTEN, warp_specialize=WS):
+        pid_m, pid_n = _tile_ids(tile, num_pid_m, num_pid_n, GROUP_M)
+        acc = _acc(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, k_tiles, BLOCK_K, BLOCK_M,
+                   BLOCK_N, A_T, B_T, UPCAST)  # fmt: skip
+        tile_c += step
+        pid_m, pid_n = _tile_ids(tile_c, num_pid_m, num_pid_n, GROUP_M)
+        _store_tile(c_desc, c_ptr, stride_cm, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N,
+                    BLOCK_M, BLOCK_N, SUBTILE, C_PTR)  # fmt: skip
+
+
+@triton.jit(do_not_specialize=["M", "K", "TILE0", "TILES", "STEPS", "M_BUCKET", "K_BUCKET",
+                               "LAYOUT"])  # fmt: skip
+def split_kernel(
+    a_desc, b_desc, p_ptr, M, N, K, TILE0, TILES, STEPS, M_BUCKET, K_BUCKET, LAYOUT,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
+    """Split-K over tiles [TILE0, TILE0 + TILES) (grouped order): program pid = s * TILES + t sums
+    K steps [s * STEPS, (s + 1) * STEPS) of tile TILE0 + t into FP32 block pid of p (tile-local
+    BLOCK_M x BLOCK_N layout, no masks); split_reduce_kernel adds the splits in a fixed order."""
+    # I/O: read A, B panels of STEPS * BLOCK_K; write BLOCK_M * BLOCK_N FP32.
+    pid = tl.program_id(0)
+    t = pid % TILES
+    s = pid // TILES
+    pid_m, pid_n = _tile_ids(TILE0 + t, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    k0 = s * STEPS
+    k1 = tl.minimum(k0 + STEPS, tl.cdiv(K, BLOCK_K))
+    acc = _acc(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, k0, k1, BLOCK_K, BLOCK_M,
+               BLOCK_N, A_T, B_T, UPCAST)  # fmt: skip
+    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    tl.store(p_ptr + pid.to(tl.int64) * (BLOCK_M * BLOCK_N) + offs, acc)
+
+
+@triton.jit(do_not_specialize=["M", "TILE0", "TILES", "SPLIT"])
+def split_reduce_kernel(
+    p_ptr, c_ptr, M, N, stride_cm, TILE0, TILES, SPLIT,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, ROWS: tl.constexpr,
+):  # fmt: skip
+    """C rows [r * ROWS, (r + 1) * ROWS) of tile TILE0 + t = sum of its SPLIT partial blocks in the
+    order 0, 1, ..., SPLIT - 1 (bit-identical run to run), one rounding, masked store."""
+    # I/O: read SPLIT * ROWS * BLOCK_N FP32, write ROWS * BLOCK_N elements of C.
+    t = tl.program_id(0)
+    rows = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    offs = rows[:, None] * BLOCK_N + cols[None, :]
+    acc = tl.load(p_ptr + t.to(tl.int64) * (BLOCK_M * BLOCK_N) + offs)
+    for s in range(1, SPLIT):
+        acc += tl.load(p_ptr + (s * TILES + t).to(tl.int64) * (BLOCK_M * BLOCK_N) + offs)
+    pid_m, pid_n = _tile_ids(TILE0 + t, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    om = pid_m * BLOCK_M + rows
+    on = pid_n * BLOCK_N + cols
+    ptrs = c_ptr + om[:, None].to(tl.int64) * stride_cm + on[None, :]
+    tl.store(ptrs, acc.to(c_ptr.dtype.element_ty), mask=(om[:, None] < M) & (on[None, :] < N))
+
+
+@triton.jit(do_not_specialize=["R", "C", "s_r", "d_r"])
+def pad_copy_kernel(src, dst, R, C, s_r, d_r, BR: tl.constexpr, BC: tl.constexpr):
+    """dst[:R, :C] = src[:R, :C] for row-major src/dst (dst rows padded to 16 bytes)."""
+    # I/O: read R*C + write R*C elements.
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    cols = tl.program_id(1) * BC + tl.arange(0, BC)
+    mask = (rows[:, None] < R) & (cols[None, :] < C)
+    r64 = rows[:, None].to(tl.int64)
+    x = tl.load(src + r64 * s_r + cols[None, :], mask=mask)
+    tl.store(dst + r64 * d_r + cols[None, :], x, mask=mask)
+
+
+def _boxes(a, b, c, meta: dict):
+    """Descriptors with the boxes of ``meta``; with ``C_PTR`` C gets no descriptor (the A
+    descriptor stands in as the unused argument) and may be any row-major tensor."""
+    a_t, b_t = a.stride(1) != 1, b.stride(1) != 1
+    ad, bd = _desc(a, a_t), _desc(b, b_t)
+    bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
+    ad.block_shape = [bk, bm] if a_t else [bm, bk]
+    bd.block_shape = [bn, bk] if b_t else [bk, bn]
+    cd = ad
+    if c is not None and not meta.get("C_PTR"):
+        cd = _desc(c, False)
+        cd.block_shape = [bm, bn // 2] if meta.get("SUBTILE") else [bm, bn]
+    return ad, bd, cd, a_t, b_t
+
+
+def _opts(meta: dict) -> dict:
+    return dict(num_warps=meta.get("num_warps", 8), num_stages=meta.get("num_stages", 3))
+
+
+def run_persistent(a, b, c, meta: dict, sms: int, keys=(1, 1, 0), tile_end=None, upcast=False):
+    """c = a @ b (tiles [0, tile_end)) through ``persistent_kernel`` with config ``meta``
+    (BLOCK_M/N/K, FLATTEN, WS, SUBTILE, C_PTR, num_warps, num_stages)."""
+    M, K = a.shape
+    N = b.shape[1]
+    bm, bn = meta["BLOCK_M"], meta["BLOCK_N"]
+    ad, bd, cd, a_t, b_t = _boxes(a, b, c, meta)
+    end = triton.cdiv(M, bm) * triton.cdiv(N, bn) if tile_end is None else tile_end
+    launch(
+        persistent_kernel, (min(end, sms),), ad, bd, cd, c, c.stride(0), M, N, K, end, *keys,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=meta["BLOCK_K"], GROUP_M=8, A_T=a_t, B_T=b_t,
+        FLATTEN=bool(meta.get("FLATTEN")), WS=bool(meta.get("WS")),
+        SUBTILE=bool(meta.get("SUBTILE")), C_PTR=bool(meta.get("C_PTR")), UPCAST=upcast,
+        **_opts(meta),
+    )  # fmt: skip
+
+
+def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 0), upcast=False):
+    """Tiles [tile0, tile0 + tiles) of c = a @ b as ``split`` K ranges each, FP32 partials, then
+    the fixed-order reduction. C must be row-major (any row stride)."""
+    M, K = a.shape
+    N = b.shape[1]
+    bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
+    if tiles is None:
+        tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn) - tile0
+    ad, bd, _, a_t, b_t = _boxes(a, b, None, meta)
+    steps = triton.cdiv(triton.cdiv(K, bk), split)
+    part = empty((split * tiles, bm, bn), torch.float32, a.device)
+    launch(
+        split_kernel, (split * tiles,), ad, bd, part, M, N, K, tile0, tiles, steps, *keys,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, A_T=a_t, B_T=b_t, UPCAST=upcast,
+        **_opts(meta),
+    )  # fmt: skip
+    rows = max(1, min(bm, 4096 // bn))
+    launch(
+        split_reduce_kernel, (tiles, bm // rows), part, c, M, N, c.stride(0), tile0, tiles, split,
+        BLOCK_M=bm, BLOCK_N=bn, GROUP_M=8, ROWS=rows, num_warps=4,
+    )  # fmt: skip
+
+
+def run_hybrid(a, b, c, meta: dict, split: int, sms: int, keys=(1, 1, 0), upcast=False):
+    """Whole waves persistent, the last partial wave's tiles split ``split`` ways along K."""
+    M, K = a.shape
+    N = b.shape[1]
+    tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    main = tiles // sms * sms
+    if main:
+        run_persistent(a, b, c, meta, sms, keys, main, upcast)
+    if tiles > main:
+        run_split(a, b, c, meta, split, main, tiles - main, keys, upcast)
+
+
+def pad_rows(t: torch.Tensor) -> torch.Tensor:
+    """A row-major copy of row-major ``t`` whose rows are padded to 16 bytes (one Triton copy)."""
+    buf = padded_empty(t)
+    copy_rows(t, buf)
+    return buf
+
+
+def padded_empty(t: torch.Tensor) -> torch.Tensor:
+    """An uninitialised (R, C) view of ``t``'s dtype whose rows are padded to 16 bytes."""
+    R, C = t.shape
+    return empty((R, triton.cdiv(C, 8) * 8), t.dtype, t.device)[:, :C]
+
+
+def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """dst[:] = src for row-major tensors of one shape, any row strides (one Triton copy)."""
+    R, C = src.shape
+    launch(pad_copy_kernel, (triton.cdiv(R, 16), triton.cdiv(C, 256)), src, dst, R, C,
+           src.stride(0), dst.stride(0), BR=16, BC=256, num_warps=4)  # fmt: skip
