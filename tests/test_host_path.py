@@ -379,3 +379,24 @@ def test_public_functions_trace_to_the_registered_ops_under_dynamo():
     ops = set().union(*seen)
     for name in ("add_rms_norm", "softmax", "row_sum", "add"):
         assert f"warpgauge.{name}" in ops, ops
+
+
+def test_autograd_calls_skip_the_python_apply_layer(monkeypatch):
+    """Gradient-tracking calls go through the C++ ``_FunctionBase.apply`` bound to the Function
+    (``_eager.fast_apply``), not ``Function.apply``'s Python layer; gradients are the same."""
+    from warpgauge import _eager
+
+    x = torch.randn(3, 40, requires_grad=True)
+    g = torch.randn(3, 40)
+    wg.softmax(x).backward(g)
+    want = x.grad.clone()
+    x.grad = None
+
+    def boom(*a, **k):
+        raise AssertionError("Function.apply's Python layer on the eager autograd path")
+
+    monkeypatch.setattr(_eager.Softmax, "apply", classmethod(boom))
+    y = wg.softmax(x)
+    assert type(y.grad_fn).__name__ == "SoftmaxBackward"
+    y.backward(g)
+    assert torch.equal(x.grad, want)
