@@ -124,6 +124,7 @@ def calls():
     a2, b2 = torch.randn(128, 64).to(bf), torch.randn(64, 128).to(bf)
     q = wg.quantize_int4(torch.randn(256, 256).to(bf))
     v = torch.randn(1, 256).to(bf)
+    xg = x.detach().requires_grad_()
     return {
         "softmax": lambda: wg.softmax(x),
         "add_rms_norm": lambda: wg.add_rms_norm(x, r, w),
@@ -132,6 +133,10 @@ def calls():
         "gemm": lambda: wg.gemm(a, b),
         "gemm_tma": lambda: wg.gemm(a2, b2),
         "int4_linear": lambda: wg.int4_linear(v, q),
+        "row_sum_fp32": lambda: wg.row_sum(x, torch.float32),
+        # autograd records these: the Functions' forwards replay (through _eager.direct)
+        "softmax_grad": lambda: wg.softmax(xg),
+        "add_rms_norm_grad": lambda: wg.add_rms_norm(xg, r, w),
     }
 
 

@@ -287,3 +287,40 @@ def test_a_descriptor_on_memory_the_recipe_cannot_rebuild_is_never_replayed(desc
     for _ in range(4):  # a base 16 elements into the input: not a view at its first element
         _replay.call(launcher, (_x(48, 32).t(), 16), _run)
     assert len(calls) == 4 and _replay.STATS["never"] == 1
+
+
+def test_eager_entry_keys_int4_weights_by_their_tensors_and_group_size(toy, monkeypatch):  # noqa: F811
+    """``_eager.eager`` builds an Int4Weight's part of the signature inline: a weight of other
+    scales (dtype), group size or shape runs the launcher; the same kind of weight replays with
+    the new weight's pointers."""
+    from types import SimpleNamespace
+
+    import warpgauge as wg
+    from warpgauge import _eager
+
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    _replay.clear()
+    calls = []
+
+    def launcher(x, w):
+        calls.append(1)
+        out = _launch.empty(x.shape, x.dtype, x.device)
+        _launch.launch(toy, (1,), w.packed, out, w.group_size, 16, BLOCK=32)
+        return out
+
+    mod = SimpleNamespace(f=launcher)
+    x = _x(4, 16)
+
+    def q(group_size=128, dtype=torch.bfloat16, n=32):
+        return wg.quantize_int4(torch.randn(n, 256).to(dtype), group_size=group_size)
+
+    for _ in range(3):
+        w = q()
+        _eager.eager(mod, "f", (x, w))
+    assert len(calls) == 2 and _replay.STATS["replays"] == 1
+    assert toy.compiled[0].launches[-1][9] == w.packed.data_ptr()
+    for other in (q(group_size=64), q(dtype=torch.float16), q(n=48)):
+        before = len(calls)
+        _eager.eager(mod, "f", (x, other))
+        assert len(calls) == before + 1, "replayed a recording of another weight"
+    _replay.clear()
