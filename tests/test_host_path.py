@@ -400,3 +400,27 @@ def test_autograd_calls_skip_the_python_apply_layer(monkeypatch):
     assert type(y.grad_fn).__name__ == "SoftmaxBackward"
     y.backward(g)
     assert torch.equal(x.grad, want)
+
+
+def test_eager_entry_routes_like_route():
+    """``_eager.eager`` (routing and signature in one pass) routes every kind of call as
+    ``_eager.route`` does: meta tensors (with or without grad) and tensor subclasses to the
+    registered op, gradient-tracking plain tensors to the autograd Function, the rest to the
+    launcher (whose own validation raises on a non-tensor)."""
+    from types import SimpleNamespace
+
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    from warpgauge import _eager
+
+    mod = SimpleNamespace(f=lambda *a: "launched")
+    x, m = torch.randn(3, 4), torch.empty(3, 4, device="meta")
+    xg, mg = x.clone().requires_grad_(), m.clone().requires_grad_()
+    sub = TwoTensor(x, x.clone())
+    cases = [(x,), (m,), (mg,), (x, m), (xg,), (xg, m), (sub,), (x, sub), (x, 2.0), (xg, "no")]
+    for args in cases:
+        want = _eager.route(*[a for a in args if isinstance(a, torch.Tensor)])
+        got = _eager.eager(mod, "f", args)
+        assert (got if got in (_eager.OP, _eager.GRAD) else _eager.DIRECT) == want, args
+    with torch.no_grad():
+        assert _eager.eager(mod, "f", (xg,)) == "launched"
