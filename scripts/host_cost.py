@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 DEV = "cuda"
+DEV_T = torch.device("cuda")
 
 
 def sync():
@@ -366,6 +367,100 @@ def meta_and_fake():
     return res
 
 
+def _host_cases():
+    """The harness's host-mode shapes (bench/operators: one small case per op), BF16."""
+    import warpgauge as wg
+    from warpgauge.kernels import add, gemm, int4, rmsnorm, row_sum, softmax
+
+    x = rand((32, 127), seed=0)
+    r = rand((32, 127), seed=1)
+    w = rand((127,), seed=2)
+    f = rand((4096,), seed=3)
+    g = rand((4096,), seed=4)
+    a, b = rand((64, 64), seed=5), rand((64, 64), seed=6)
+    q = wg.quantize_int4(rand((256, 256), seed=7, scale=0.05))
+    v = rand((1, 256), seed=8)
+    wd = q.dequantize()
+
+    def add_then_rms(x, r, w, eps):
+        h = x + r
+        return F.rms_norm(h, (h.shape[-1],), w, eps), h
+
+    return [
+        ("softmax", (x,), wg.softmax, softmax.softmax, lambda t: torch.softmax(t, -1)),
+        ("add_rms_norm", (x, r, w, 1e-6), wg.add_rms_norm, rmsnorm.add_rms_norm, add_then_rms),
+        ("row_sum", (x, None), wg.row_sum, row_sum.row_sum, lambda t, _d: t.sum(-1)),
+        ("add", (f, g), wg.add, add.add, torch.add),
+        ("gemm", (a, b), wg.gemm, gemm.gemm, torch.mm),
+        ("int4_linear", (v, q), wg.int4_linear, int4.int4_linear, lambda t, _q: F.linear(t, wd)),
+    ]
+
+
+def breakdown(calls=2000, rounds=3):
+    """Per op at the host-mode shapes, us per call (median of ``rounds`` loops of ``calls``):
+    the public call (a replay), the recipe's replay alone (allocation + C launches + its checks),
+    the allocations alone, the C launches alone, the launcher with replay off (argument checks,
+    plan lookup, views, allocation, Triton's binder, launch), the launcher's argument check of
+    its first tensor and its plan lookup, the PyTorch equivalent."""
+    from torch._library.triton import set_wrap_triton_enabled
+
+    from warpgauge import _checks
+    from warpgauge.kernels import _launch, _replay
+
+    def med(fn):
+        for _ in range(50):
+            fn()
+        return statistics.median(sample(fn, calls)[0] for _ in range(rounds))
+
+    out = {}
+    for op, args, public, launcher, theirs in _host_cases():
+        for _ in range(4):
+            public(*args)
+        tensors = []
+        _replay._signature(args, tensors)  # the inputs in the recipe's order
+        recipes = [r for r in _replay._RECIPES.get(launcher, {}).values()]
+        recipe = next((r for r in recipes if isinstance(r, _replay._Recipe)), None)
+        row = {"replayed": recipe is not None}
+        row["public call"] = med(lambda: public(*args))
+        row["PyTorch"] = med(lambda: theirs(*args))
+        with set_wrap_triton_enabled(False):
+            row["launcher, replay off"] = med(lambda: launcher(*args))
+        row["check_tensor(x)"] = med(lambda: _checks.check_tensor("x", args[0]))
+        plan_op = {"softmax": "softmax", "add_rms_norm": "rms", "row_sum": "row_sum"}.get(op)
+        if plan_op is not None:
+            n = args[0].shape
+            row["plan lookup"] = med(lambda: _launch.row_plan(n[0], n[1], DEV_T, None, plan_op))
+        if row["replayed"]:
+            row["recipe replay"] = med(lambda: recipe.run(tensors))
+            allocs = recipe.allocs
+            row["allocations"] = med(
+                lambda: [torch.empty(s, dtype=d, device=v) for s, d, v in allocs]
+            )
+            fresh = [torch.empty(s, dtype=d, device=v) for s, d, v in allocs]
+            ptrs = [t.data_ptr() for t in tensors] + [t.data_ptr() for t in fresh]
+            stream = _launch._RUNTIME[1](torch.cuda.current_device())
+            launches = []
+            for fast, head, g0, g1, g2, template, slots, descs in recipe.launches:
+                if descs:
+                    break
+                a = list(template)
+                for pos, src in slots:
+                    a[pos] = ptrs[src]
+                launches.append((fast, (g0, g1, g2, stream, *head, *a)))
+            else:
+
+                def go():
+                    for fast, a in launches:
+                        fast(*a)
+
+                row["C launches"] = med(go)
+            row["routing + signature + lookup"] = row["public call"] - row["recipe replay"]
+        out[op] = row
+        print(f"  {op}: " + "  ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+                                      for k, v in row.items()), flush=True)  # fmt: skip
+    return out
+
+
 def pieces(calls=20000):
     """Micro-timings of what one call is made of (us per call)."""
     from triton.runtime.driver import driver
@@ -494,6 +589,10 @@ def main():
         result["autograd"] = guarded("autograd", lambda: autograd_table(args.rounds, args.calls))
         dump()
         show(result, "autograd", args.rounds)
+    if "breakdown" not in skip:
+        print("breakdown (us per call, host-mode shapes)", flush=True)
+        result["breakdown"] = guarded("breakdown", lambda: breakdown(args.calls, args.rounds))
+        dump()
     if "pieces" not in skip:
         print("pieces", flush=True)
         result["pieces"] = guarded("pieces", lambda: pieces(8000))

@@ -58,13 +58,12 @@ class _Hooks:
         self.launch_exit_hook = HookChain(reversed=True)
 
 
-@pytest.fixture
-def toy(monkeypatch):
-    """A real JITFunction with Triton's real binder for sm_90, and fake compile/launch."""
+def make_toy(pyfn, monkeypatch):
+    """A real JITFunction of ``pyfn`` with Triton's real binder for sm_90, fake compile/launch."""
     from triton.backends.compiler import GPUTarget
     from triton.backends.nvidia.compiler import CUDABackend
 
-    fn = JITFunction(_toy)
+    fn = JITFunction(pyfn)
     backend = CUDABackend(GPUTarget("cuda", 90, 32))
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     fn.device_caches[0] = ({}, {}, GPUTarget("cuda", 90, 32), backend, binder)
@@ -78,12 +77,19 @@ def toy(monkeypatch):
         return k
 
     monkeypatch.setattr(fn, "run", slow_run)
+    fn.compiled = compiled
+    return fn
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """A real JITFunction with Triton's real binder for sm_90, and fake compile/launch."""
+    fn = make_toy(_toy, monkeypatch)
     hooks = _Hooks()
     monkeypatch.setattr(_launch, "_RUNTIME", (lambda: 0, lambda device: _STREAM, hooks))
     monkeypatch.setattr(_launch, "_wrap_enabled", lambda: False)
     monkeypatch.setattr(_launch, "FAST", True)
     _launch.clear_launch_cache()
-    fn.compiled = compiled
     fn.hooks = hooks
     yield fn
     _launch.clear_launch_cache()
@@ -291,6 +297,29 @@ def test_repeated_calls_build_no_plan(monkeypatch):
     assert len(built) == 5  # a new shape gets its own plan
 
 
+def test_every_public_op_replays_a_repeated_call_on_a_fake_gpu():
+    """The real launchers and public functions in a process without the interpreter, only the GPU
+    faked (``tests/fake_gpu.py``): a repeated call of every op (the TMA GEMM and the INT4 GEMV
+    included) is a replay that launches its kernels and runs no argument check and no plan.
+    Before: the INT4 launcher's ``packed.view(torch.int32)`` dispatched ``aten.detach``, which the
+    recording refused (never replayed: 91 us per call on the H200), and the TMA GEMM's descriptors
+    made it refuse every recording."""
+    import json
+
+    env = _env()
+    env["PYTHONPATH"] = os.path.dirname(__file__) + os.pathsep + env["PYTHONPATH"]
+    out = subprocess.run(
+        [sys.executable, os.path.join(os.path.dirname(__file__), "fake_gpu.py"), "census"],
+        capture_output=True, text=True, env=env, check=True, timeout=300,
+    )  # fmt: skip
+    census = json.loads(out.stdout.strip().splitlines()[-1])
+    launches = {"int4_linear": 5, "gemm": 5, "gemm_tma": 5}
+    for op, c in census.items():
+        assert c["replays"] == 5 and c["refused"] == 0, (op, c)
+        assert c["checks"] == 0 and c["plans"] == 0, (op, c)
+        assert c["launches"] >= launches.get(op, 5), (op, c)
+
+
 def test_import_does_not_load_inductor_or_dynamo():
     code = "import sys, warpgauge; print('torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)"
     out = subprocess.run(
@@ -324,3 +353,74 @@ def _env():
     src = os.path.join(os.path.dirname(os.path.dirname(__file__)), "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def test_public_functions_trace_to_the_registered_ops_under_dynamo():
+    """``_eager.eager`` returns OP while compiling, and the public function then calls the
+    registered op: Dynamo traces that with ``fullgraph=True`` (no graph break on the sentinel, no
+    data pointer read from a traced tensor), and the result is the eager call's."""
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})
+        return gm
+
+    x = torch.randn(3, 40)
+    w = torch.randn(40)
+
+    @torch.compile(backend=backend, fullgraph=True)
+    def f(x, w):
+        y, h = wg.add_rms_norm(x, x, w)
+        return wg.softmax(y) + wg.row_sum(h, torch.float32)[:, None] + wg.add(x, x)
+
+    got = f(x, w)
+    y, h = wg.add_rms_norm(x, x, w)
+    torch.testing.assert_close(got, wg.softmax(y) + wg.row_sum(h)[:, None] + wg.add(x, x))
+    ops = set().union(*seen)
+    for name in ("add_rms_norm", "softmax", "row_sum", "add"):
+        assert f"warpgauge.{name}" in ops, ops
+
+
+def test_autograd_calls_skip_the_python_apply_layer(monkeypatch):
+    """Gradient-tracking calls go through the C++ ``_FunctionBase.apply`` bound to the Function
+    (``_eager.fast_apply``), not ``Function.apply``'s Python layer; gradients are the same."""
+    from warpgauge import _eager
+
+    x = torch.randn(3, 40, requires_grad=True)
+    g = torch.randn(3, 40)
+    wg.softmax(x).backward(g)
+    want = x.grad.clone()
+    x.grad = None
+
+    def boom(*a, **k):
+        raise AssertionError("Function.apply's Python layer on the eager autograd path")
+
+    monkeypatch.setattr(_eager.Softmax, "apply", classmethod(boom))
+    y = wg.softmax(x)
+    assert type(y.grad_fn).__name__ == "SoftmaxBackward"
+    y.backward(g)
+    assert torch.equal(x.grad, want)
+
+
+def test_eager_entry_routes_like_route():
+    """``_eager.eager`` (routing and signature in one pass) routes every kind of call as
+    ``_eager.route`` does: meta tensors (with or without grad) and tensor subclasses to the
+    registered op, gradient-tracking plain tensors to the autograd Function, the rest to the
+    launcher (whose own validation raises on a non-tensor)."""
+    from types import SimpleNamespace
+
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    from warpgauge import _eager
+
+    mod = SimpleNamespace(f=lambda *a: "launched")
+    x, m = torch.randn(3, 4), torch.empty(3, 4, device="meta")
+    xg, mg = x.clone().requires_grad_(), m.clone().requires_grad_()
+    sub = TwoTensor(x, x.clone())
+    cases = [(x,), (m,), (mg,), (x, m), (xg,), (xg, m), (sub,), (x, sub), (x, 2.0), (xg, "no")]
+    for args in cases:
+        want = _eager.route(*[a for a in args if isinstance(a, torch.Tensor)])
+        got = _eager.eager(mod, "f", args)
+        assert (got if got in (_eager.OP, _eager.GRAD) else _eager.DIRECT) == want, args
+    with torch.no_grad():
+        assert _eager.eager(mod, "f", (xg,)) == "launched"

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from warpgauge.kernels import _launch, _replay
 
-from .test_host_path import _STREAM, toy  # noqa: F401  (toy is a fixture)
+from .test_host_path import _STREAM, make_toy, toy  # noqa: F401  (toy is a fixture)
+
+
+def _toy_desc(desc, out_ptr, n, BLOCK: tl.constexpr):
+    pass  # never compiled: a kernel taking a TMA descriptor, for the real binder
 
 
 def _run(launcher, *args):
@@ -21,7 +27,7 @@ def _run(launcher, *args):
 
 @pytest.fixture
 def replay(toy, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(_replay, "device_ok", lambda t: True)
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
     monkeypatch.setattr(_replay, "ENABLED", True)
     _replay.clear()
     calls = []
@@ -118,7 +124,7 @@ def test_hooks_refuse_a_replay(replay):
 
 @pytest.mark.parametrize("extra", ["zero_", "copy", "offset_view", "no_launch"])
 def test_launchers_doing_more_than_allocate_and_launch_are_never_replayed(toy, extra, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(_replay, "device_ok", lambda t: True)
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
     _replay.clear()
     calls = []
 
@@ -144,7 +150,7 @@ def test_launchers_doing_more_than_allocate_and_launch_are_never_replayed(toy, e
 
 
 def test_results_that_are_views_and_tuples_are_rebuilt(toy, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(_replay, "device_ok", lambda t: True)
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
     _replay.clear()
 
     def launcher(x):
@@ -169,7 +175,7 @@ def test_int4_weight_arguments_are_part_of_the_signature(toy, monkeypatch):  # n
     group size is part of the signature."""
     from types import SimpleNamespace
 
-    monkeypatch.setattr(_replay, "device_ok", lambda t: True)
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
     _replay.clear()
     calls = []
 
@@ -226,3 +232,95 @@ def test_none_dtype_and_str_arguments_replay(replay, extra):
         _replay.call(with_extra, (_x(4, 16), _x(4, 16), 2.0, extra), _run)
     assert _replay.STATS["recorded"] == 1 and _replay.STATS["replays"] == 1
     assert len(calls) == 2
+
+
+@pytest.fixture
+def desc_launcher(toy, monkeypatch):  # noqa: F811  (toy installs the fake runtime)
+    """A launcher that builds a TMA descriptor on its input (a transposed view, as the GEMM does
+    for a column-major operand) and sets its block shape afterwards (as ``with_blocks`` does)."""
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    _replay.clear()
+    kern = make_toy(_toy_desc, monkeypatch)
+    calls = []
+
+    def launcher(x, offset=0):
+        calls.append(1)
+        out = _launch.empty((x.shape[1],), x.dtype, x.device)
+        s = x.t()[:, offset:]
+        d = TensorDescriptor(s, list(s.shape), list(s.stride()), [16, 16])
+        d.block_shape = [16, 32]
+        _launch.launch(kern, (2,), d, out, x.numel(), BLOCK=32)
+        d.block_shape = [64, 64]  # changed after the launch: the recording keeps what launched
+        return out
+
+    yield kern, launcher, calls
+    _replay.clear()
+
+
+def test_descriptor_arguments_are_rebuilt_on_each_replay(desc_launcher):
+    """A TMA descriptor holds its base tensor: each replay launches a fresh descriptor on the
+    new call's tensor, with the recorded shape, strides, block shape and padding (replaying the
+    recorded descriptor launched on the recorded call's memory on the H200: stale outputs)."""
+    kern, launcher, calls = desc_launcher
+    xs = [_x(48, 32).t() for _ in range(4)]  # column-major views: described as their transpose
+    for x in xs[:3]:
+        _replay.call(launcher, (x,), _run)
+    assert len(calls) == 2 and _replay.STATS["replays"] == 1
+    recorded = kern.compiled[0].launches[-2][9]  # the recorded call's (cached launch) descriptor
+    _replay.call(launcher, (xs[3],), _run)
+    assert len(calls) == 2 and _replay.STATS["replays"] == 2
+    for x, launch in zip(xs[2:], kern.compiled[0].launches[-2:]):
+        d = launch[9]
+        assert type(d) is TensorDescriptor and d is not recorded
+        assert d.base.data_ptr() == x.data_ptr(), "a replay launched on another call's memory"
+        assert (d.shape, d.strides, d.block_shape, d.padding) == (
+            [48, 32],
+            [32, 1],
+            [16, 32],
+            "zero",
+        )
+        assert launch[10] != recorded.base.data_ptr()
+
+
+def test_a_descriptor_on_memory_the_recipe_cannot_rebuild_is_never_replayed(desc_launcher):
+    _, launcher, calls = desc_launcher
+    for _ in range(4):  # a base 16 elements into the input: not a view at its first element
+        _replay.call(launcher, (_x(48, 32).t(), 16), _run)
+    assert len(calls) == 4 and _replay.STATS["never"] == 1
+
+
+def test_eager_entry_keys_int4_weights_by_their_tensors_and_group_size(toy, monkeypatch):  # noqa: F811
+    """``_eager.eager`` builds an Int4Weight's part of the signature inline: a weight of other
+    scales (dtype), group size or shape runs the launcher; the same kind of weight replays with
+    the new weight's pointers."""
+    from types import SimpleNamespace
+
+    import warpgauge as wg
+    from warpgauge import _eager
+
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    _replay.clear()
+    calls = []
+
+    def launcher(x, w):
+        calls.append(1)
+        out = _launch.empty(x.shape, x.dtype, x.device)
+        _launch.launch(toy, (1,), w.packed, out, w.group_size, 16, BLOCK=32)
+        return out
+
+    mod = SimpleNamespace(f=launcher)
+    x = _x(4, 16)
+
+    def q(group_size=128, dtype=torch.bfloat16, n=32):
+        return wg.quantize_int4(torch.randn(n, 256).to(dtype), group_size=group_size)
+
+    for _ in range(3):
+        w = q()
+        _eager.eager(mod, "f", (x, w))
+    assert len(calls) == 2 and _replay.STATS["replays"] == 1
+    assert toy.compiled[0].launches[-1][9] == w.packed.data_ptr()
+    for other in (q(group_size=64), q(dtype=torch.float16), q(n=48)):
+        before = len(calls)
+        _eager.eager(mod, "f", (x, other))
+        assert len(calls) == before + 1, "replayed a recording of another weight"
+    _replay.clear()

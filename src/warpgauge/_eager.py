@@ -18,6 +18,7 @@ import torch
 
 from ._lazy import LazyModule
 from .kernels import _launch, _replay
+from .quant import Int4Weight as _Int4Weight
 
 # The kernel modules import triton (~0.15-0.3 s): imported on the first call, not at import time.
 _add = LazyModule("warpgauge.kernels.add")
@@ -81,10 +82,128 @@ def _unwrapped(launcher, *args):
 
 def direct(launcher, *args):
     """The eager call: a replay of an earlier call with the same input signature when there is
-    one (``kernels/_replay.py``), else the launcher itself with wrap-triton dispatch off."""
-    if _replay.ENABLED and _launch.FAST:
-        return _replay.call(launcher, args, _unwrapped)
-    return _unwrapped(launcher, *args)
+    one (``kernels/_replay.py``), else the launcher itself with wrap-triton dispatch off. (The
+    autograd Functions' forward and backward; ``_replay.call`` inlined for plain arguments.)"""
+    if not (_replay.ENABLED and _launch.FAST):
+        return _unwrapped(launcher, *args)
+    sig = []
+    tensors = []
+    for a in args:
+        ta = type(a)
+        if ta is _Tensor or ta is _Parameter:
+            if not (a.is_cuda or _replay.ANY_DEVICE):
+                return _unwrapped(launcher, *args)
+            tensors.append(a)
+            sig.append((a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15))
+        elif ta in _SCALARS:
+            sig.append((ta, a))
+        else:  # anything else (an Int4Weight, a subclass): the general path
+            return _replay.call(launcher, args, _unwrapped)
+    return _replayed(launcher, args, tuple(sig), tensors)
+
+
+def _replayed(launcher, args, sig, tensors):
+    """The recipe of ``sig`` run (a hit), else ``_replay.lookup`` (first sightings, recording,
+    refusals)."""
+    per = _RECIPES.get(launcher)
+    if per is not None and _launch._RECORDING is None:
+        recipe = per.get(sig)
+        if type(recipe) is _Recipe:
+            out = recipe.run(tensors)
+            if out is not _REFUSED:
+                _STATS["replays"] += 1
+                return out
+            _STATS["refused"] += 1
+            return _unwrapped(launcher, *args)
+    return _replay.lookup(launcher, args, _unwrapped, sig, tensors)
+
+
+_SCALARS = _replay._SCALARS
+_RECIPES = _replay._RECIPES
+_STATS = _replay.STATS
+_Recipe = _replay._Recipe
+_REFUSED = _replay._REFUSED
+_grad_enabled = torch.is_grad_enabled
+
+
+def eager(module, name, args):
+    """A public call's eager entry: ``route`` and ``direct`` in one pass over the arguments, for
+    the launcher ``module.name`` (read only on the eager path: under Dynamo, a first read of a
+    lazy kernel module would import it inside the traced function).
+
+    Returns OP or GRAD (the caller takes the registered op or the autograd Function, as for
+    ``route``), else the launcher's result: replayed when a recording of this signature exists.
+    The loop that routes the tensors also builds the replay signature (``_replay._signature``'s,
+    value for value), and a replay hit runs here, so a repeated call costs one Python frame
+    for routing, signature and lookup instead of five. A non-tensor where a tensor belongs is
+    routed like a scalar: the launcher's validation then raises its TypeError."""
+    if _is_compiling() or _functorch_active():
+        return OP
+    grad = _grad_enabled()
+    r = DIRECT
+    sig = []
+    tensors = []
+    for a in args:
+        ta = type(a)
+        if ta is _Tensor or ta is _Parameter:
+            if grad and a.requires_grad:
+                if a.is_meta:
+                    return OP
+                r = GRAD
+            elif a.is_cuda:  # (never meta: one attribute read less on the common path)
+                if sig is not None:
+                    tensors.append(a)
+                    sig.append((a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15))
+            elif a.is_meta:
+                return OP
+            elif sig is not None:
+                if _replay.ANY_DEVICE:
+                    tensors.append(a)
+                    sig.append((a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15))
+                else:
+                    sig = None
+        elif isinstance(a, _Tensor):
+            return OP
+        elif sig is not None:
+            if ta in _SCALARS:
+                sig.append((ta, a))
+            elif ta is _Int4Weight:  # its tensors are part of the signature, never routed
+                p, sc = a.packed, a.scales
+                if (
+                    type(p) is _Tensor
+                    and type(sc) is _Tensor
+                    and (p.is_cuda and sc.is_cuda or _replay.ANY_DEVICE)
+                ):
+                    tensors.append(p)
+                    tensors.append(sc)
+                    sig.append((ta, p.dtype, p.shape, p.stride(), p.get_device(), p.data_ptr() & 15,
+                                sc.dtype, sc.shape, sc.stride(), sc.get_device(), sc.data_ptr() & 15,
+                                a.group_size))  # fmt: skip
+                else:
+                    inner = _replay._signature((a,), tensors)
+                    sig = None if inner is None else sig + list(inner)
+            else:
+                inner = _replay._signature((a,), tensors)
+                sig = None if inner is None else sig + list(inner)
+    if r != DIRECT:
+        return r
+    launcher = getattr(module, name)
+    if not (_replay.ENABLED and _launch.FAST):
+        return _unwrapped(launcher, *args)
+    if sig is None:
+        return _unwrapped(launcher, *args)
+    sig = tuple(sig)
+    per = _RECIPES.get(launcher)
+    if per is not None and _launch._RECORDING is None:
+        recipe = per.get(sig)
+        if type(recipe) is _Recipe:
+            out = recipe.run(tensors)
+            if out is not _REFUSED:
+                _STATS["replays"] += 1
+                return out
+            _STATS["refused"] += 1
+            return _unwrapped(launcher, *args)
+    return _replay.lookup(launcher, args, _unwrapped, sig, tensors)
 
 
 def _backward(op, launcher, *args):
@@ -98,6 +217,30 @@ def _backward(op, launcher, *args):
 
 def _ops():
     return torch.ops.warpgauge
+
+
+_base_apply = torch._C._FunctionBase.__dict__["apply"]
+_unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+
+
+def fast_apply(cls, n_args: int):
+    """``cls.apply`` for ``n_args`` positional arguments without ``Function.apply``'s Python
+    layer (~5 us of host time per call on this project's CPU machine): the C++
+    ``_FunctionBase.apply`` bound to ``cls``, after the one thing that layer does for
+    ``forward(ctx, ...)``-style Functions outside functorch transforms (which ``eager`` sends to
+    the registered op): unwrapping dead functorch wrappers. ``cls.apply`` itself when this torch
+    lacks either piece."""
+    try:
+        bound = _base_apply.__get__(None, cls)
+    except (AttributeError, TypeError):  # pragma: no cover - another torch
+        return cls.apply
+    if _unwrap_if_dead is None:  # pragma: no cover
+        return cls.apply
+    names = [f"a{i}" for i in range(n_args)]
+    body = ", ".join(f"(U({n}) if isinstance({n}, T) else {n})" for n in names)
+    ns = {"B": bound, "U": _unwrap_if_dead, "T": _Tensor}
+    exec(f"def apply({', '.join(names)}):\n    return B({body})", ns)  # noqa: S102
+    return ns["apply"]
 
 
 # Functions in the ``forward(ctx, ...)`` style: ``apply`` costs ~7 us of host time against ~18 us
@@ -197,3 +340,11 @@ class Int4Linear(torch.autograd.Function):
             ctx.group_size,
         )
         return dx, None, None, None
+
+
+add_apply = fast_apply(Add, 2)
+row_sum_apply = fast_apply(RowSum, 2)
+softmax_apply = fast_apply(Softmax, 1)
+add_rms_norm_apply = fast_apply(AddRmsNorm, 4)
+gemm_apply = fast_apply(Gemm, 2)
+int4_linear_apply = fast_apply(Int4Linear, 4)

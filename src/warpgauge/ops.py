@@ -6,7 +6,7 @@ with ``register_autograd``. The op body allocates its outputs and launches; its 
 implementation is the same body run on fake tensors (triton_op registers it).
 
 Eager calls skip the dispatcher: going through ``torch.ops`` costs ~40 us of host time per call
-on the H200 (``anchors-h200.md``), more than many of these kernels take. ``_eager.route`` decides:
+on the H200 (``anchors-h200.md``), more than many of these kernels take. ``_eager.eager`` decides:
 while tracing or compiling, for tensor subclasses (fake/functional tensors) and for meta tensors a
 public function calls the registered op; when autograd must record the call (grad mode on and an
 input that requires grad) it calls the equivalent ``torch.autograd.Function`` in ``_eager.py``,
@@ -22,8 +22,8 @@ from torch.library import register_autograd, triton_op
 from . import _eager
 from ._checks import check_eps, check_out_dtype
 from ._device import interpreter_enabled
-from ._eager import DIRECT, GRAD, OP, route
-from ._eager import direct as _direct
+from ._eager import GRAD, OP
+from ._eager import eager as _eager_call
 from ._lazy import LazyModule, load_kernels
 from .quant import Int4Weight
 
@@ -97,10 +97,10 @@ register_autograd("warpgauge::add", _add_bwd)
 
 def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``x + y`` elementwise (same shape and dtype): FP32 math, one rounding to the dtype."""
-    r = route(x, y)
-    if r == DIRECT:
-        return _direct(_add.add, x, y)
-    return torch.ops.warpgauge.add(x, y) if r == OP else _eager.Add.apply(x, y)
+    r = _eager_call(_add, "add", (x, y))
+    if r is OP:
+        return torch.ops.warpgauge.add(x, y)
+    return _eager.add_apply(x, y) if r is GRAD else r
 
 
 # -------------------------------------------------------------------------------------- row_sum
@@ -126,13 +126,13 @@ register_autograd("warpgauge::row_sum", _row_sum_bwd, setup_context=_row_sum_set
 
 def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Sum over the last dim with FP32 accumulation; result dtype ``out_dtype`` or ``x.dtype``."""
-    r = route(x)
-    if r == DIRECT:  # the launcher checks out_dtype itself (once per call)
-        return _direct(_row_sum.row_sum, x, out_dtype)
-    check_out_dtype(out_dtype)
-    if r == OP:
-        return torch.ops.warpgauge.row_sum(x, out_dtype)
-    return _eager.RowSum.apply(x, out_dtype)
+    r = _eager_call(_row_sum, "row_sum", (x, out_dtype))  # the launcher checks out_dtype itself
+    if r is OP or r is GRAD:  # (ints: OP and GRAD are never a launcher's result)
+        check_out_dtype(out_dtype)
+        if r is OP:
+            return torch.ops.warpgauge.row_sum(x, out_dtype)
+        return _eager.row_sum_apply(x, out_dtype)
+    return r
 
 
 # -------------------------------------------------------------------------------------- softmax
@@ -163,10 +163,10 @@ register_autograd("warpgauge::softmax", _softmax_bwd, setup_context=_softmax_set
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim: FP32 math, one cast to ``x.dtype``. Rows that are entirely
     ``-inf`` give all zeros; rows with ``-inf`` entries are handled on every plan."""
-    r = route(x)
-    if r == DIRECT:
-        return _direct(_softmax.softmax, x)
-    return torch.ops.warpgauge.softmax(x) if r == OP else _eager.Softmax.apply(x)
+    r = _eager_call(_softmax, "softmax", (x,))
+    if r is OP:
+        return torch.ops.warpgauge.softmax(x)
+    return _eager.softmax_apply(x) if r is GRAD else r
 
 
 # ---------------------------------------------------------------------------------- add_rms_norm
@@ -216,13 +216,12 @@ def add_rms_norm(
     """Fused residual add + RMSNorm. ``h = x + residual`` in FP32, rounded once to ``x.dtype``;
     ``y = h * rsqrt(mean(h^2) + eps) * weight`` with FP32 math. Returns ``(y, h)``: ``h`` is the
     next layer's residual."""
-    r = route(x, residual, weight)
-    if r == DIRECT:  # the launcher checks eps itself (once per call)
-        return _direct(_rms.add_rms_norm, x, residual, weight, eps)
-    eps = check_eps(eps)
-    if r == OP:
-        return torch.ops.warpgauge.add_rms_norm(x, residual, weight, eps)
-    return _eager.AddRmsNorm.apply(x, residual, weight, eps)
+    r = _eager_call(_rms, "add_rms_norm", (x, residual, weight, eps))  # the launcher checks eps
+    if r is OP:
+        return torch.ops.warpgauge.add_rms_norm(x, residual, weight, check_eps(eps))
+    if r is GRAD:
+        return _eager.add_rms_norm_apply(x, residual, weight, check_eps(eps))
+    return r
 
 
 # ----------------------------------------------------------------------------------------- gemm
@@ -263,10 +262,10 @@ register_autograd("warpgauge::gemm", _gemm_bwd, setup_context=_gemm_setup)
 def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` for 2-D FP16/BF16 operands: FP32 accumulation, one rounding; any M, N, K >= 1 and
     any strides (a transposed view is read through its strides, never copied)."""
-    r = route(a, b)
-    if r == DIRECT:
-        return _direct(_gemm.gemm, a, b)
-    return torch.ops.warpgauge.gemm(a, b) if r == OP else _eager.Gemm.apply(a, b)
+    r = _eager_call(_gemm, "gemm", (a, b))
+    if r is OP:
+        return torch.ops.warpgauge.gemm(a, b)
+    return _eager.gemm_apply(a, b) if r is GRAD else r
 
 
 # ----------------------------------------------------------------------------------- int4_linear
@@ -309,14 +308,14 @@ def int4_linear(x: torch.Tensor, qweight: Int4Weight) -> torch.Tensor:
             "qweight must be a warpgauge.Int4Weight from warpgauge.quantize_int4(weight), "
             f"got {type(qweight).__name__}"
         )
-    r = route(x)
-    if r == OP:
+    r = _eager_call(_int4, "int4_linear", (x, qweight))
+    if r is OP:
         return torch.ops.warpgauge.int4_linear(
             x, qweight.packed, qweight.scales, qweight.group_size
         )
-    if r == GRAD:
-        return _eager.Int4Linear.apply(x, qweight.packed, qweight.scales, qweight.group_size)
-    return _direct(_int4.int4_linear, x, qweight)
+    if r is GRAD:
+        return _eager.int4_linear_apply(x, qweight.packed, qweight.scales, qweight.group_size)
+    return r
 
 
 _undo_defer()

@@ -53,14 +53,17 @@ def _calls():
         "add": lambda x, y, w, a, b, v: wg.add(x, y),
         "add_rms_norm": lambda x, y, w, a, b, v: wg.add_rms_norm(x, y, w),
         "gemm": lambda x, y, w, a, b, v: wg.gemm(a, b),
-        "gemm transposed": lambda x, y, w, a, b, v: wg.gemm(b.t(), a.t()),
+        "gemm transposed": lambda x, y, w, a, b, v: wg.gemm(b.t(), a.t()),  # M = 96: TMA
+        "gemm tma": lambda x, y, w, a, b, v: wg.gemm(x.view(256, 128), b),  # M = 256: TMA
         "int4_linear": lambda x, y, w, a, b, v: wg.int4_linear(v, q),
+        "int4_linear batch": lambda x, y, w, a, b, v: wg.int4_linear(x[:5, :1024], q),
     }
     return ops, inputs
 
 
 NAMES = ["softmax", "softmax strided", "softmax misaligned", "softmax fp16", "row_sum", "add",
-         "add_rms_norm", "add_rms_norm misaligned", "gemm", "gemm transposed", "int4_linear"]  # fmt: skip
+         "add_rms_norm", "add_rms_norm misaligned", "gemm", "gemm transposed", "gemm tma",
+         "int4_linear", "int4_linear batch"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NAMES)

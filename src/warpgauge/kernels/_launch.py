@@ -360,8 +360,23 @@ def _launch_cached(fn, grid, args, meta) -> bool:
         entry.fast(g0, g1, g2, stream, *entry.head, *bound.values())
     _STATS.hits += 1
     if _RECORDING is not None and (rec := _recording()) is not None:
-        rec.launches.append((entry, (g0, g1, g2), tuple(bound.values())))
+        rec.launches.append((entry, (g0, g1, g2), _snapshot(bound.values())))
     return True
+
+
+def _snapshot(values) -> tuple:
+    """A launch's arguments as they were at the launch: an argument object other than a tensor
+    (a TMA ``TensorDescriptor``) is copied with its list fields, so that a launcher changing it
+    afterwards cannot change what was recorded."""
+    out = []
+    for v in values:
+        d = getattr(v, "__dict__", None)
+        if d is not None and not isinstance(v, torch.Tensor):
+            c = object.__new__(type(v))
+            c.__dict__ = {k: list(x) if isinstance(x, list) else x for k, x in d.items()}
+            v = c
+        out.append(v)
+    return tuple(out)
 
 
 def _first_launch(fn, grid, args, meta, key, device=None) -> bool:

@@ -18,7 +18,9 @@ replayed and always runs the launcher:
 - every launch was a hit of the compiled-kernel cache (a first launch compiles: record again on
   the next call);
 - every tensor argument of a launch is an input or an output allocation, or a view starting at
-  its first element (launchers pass ``x.view(-1, width)``, ``b.t()``, ``packed.view(int32)``);
+  its first element (launchers pass ``x.view(-1, width)``, ``b.t()``, ``packed.view(int32)``),
+  or a TMA ``TensorDescriptor`` whose base is one (a replay builds a fresh descriptor with the
+  recorded shape, strides and block shape on its own tensor: ``_descriptor``);
 - the launcher ran no tensor operation but allocations and views (checked with a dispatch mode
   while recording: a ``zero_()``, a copy from ``.contiguous()`` or an arithmetic fallback
   disqualifies it);
@@ -55,6 +57,7 @@ _ALLOWED = {
     _aten.t.default,
     _aten.transpose.int,
     _aten.alias.default,
+    _aten.detach.default,  # packed.view(torch.int32) dispatches it (int4_linear): an alias
     _aten.as_strided.default,
     _aten._reshape_alias.default,
     _aten.unsqueeze.default,
@@ -68,9 +71,12 @@ if _launch.POISON:  # the test mode fills every allocation with NaN; replay does
 ENABLED = os.environ.get("WARPGAUGE_REPLAY", "1") not in ("", "0")
 
 
+ANY_DEVICE = False  # a seam: the CPU tests replay CPU tensors (real replays need CUDA tensors)
+
+
 def device_ok(t) -> bool:
-    """Replay needs real GPU tensors (a seam the CPU tests replace)."""
-    return t.is_cuda
+    """Replay needs real GPU tensors (``ANY_DEVICE``: any tensor, for the CPU tests)."""
+    return t.is_cuda or ANY_DEVICE
 
 
 _RECIPES: dict = {}  # launcher -> {signature: _Recipe | _NEVER}
@@ -110,7 +116,7 @@ def _signature(args, tensors):
     for a in args:
         ta = type(a)
         if ta is _Tensor or ta is _Parameter:
-            if not device_ok(a):
+            if not (a.is_cuda or ANY_DEVICE):
                 return None
             tensors.append(a)
             sig.append((a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15))
@@ -130,6 +136,12 @@ def call(launcher, args, run):
     """``run(launcher, *args)``, or its replay when a recording of this signature exists."""
     tensors = []
     sig = _signature(args, tensors)
+    return lookup(launcher, args, run, sig, tensors)
+
+
+def lookup(launcher, args, run, sig, tensors):
+    """``call`` for a signature already computed (``None``: never replayed): the eager entry
+    (``_eager.eager``) builds it while routing, in the same loop over the arguments."""
     if sig is None or _launch._RECORDING is not None:
         return run(launcher, *args)
     per = _RECIPES.get(launcher)
@@ -177,6 +189,42 @@ def _record(launcher, args, run, tensors, per, sig):
 _REFUSED = object()
 # What a recorded launch may hold as a constant (a signature's own kinds are _SCALARS above).
 _ARG_SCALARS = (int, float, bool, str)
+_FIELD_SCALARS = (int, float, bool, str, type(None))
+
+
+def _descriptor(a, where):
+    """How to rebuild a host tensor descriptor (Triton's ``TensorDescriptor``: ``base`` tensor,
+    ``shape``, ``strides``, ``block_shape``, ``padding``) on a replay's own memory: (source slot
+    of its base, its type, its other fields). None for any other object, a descriptor whose base
+    is not an input or an allocation (or a view at its first element), or one holding anything but
+    plain values besides its base.
+
+    The fields are the recorded call's: the launcher builds them from the inputs' shapes and
+    strides, the scalar arguments and its plan, all fixed by the signature; only the base pointer
+    changes, so each replay launches with a fresh descriptor on its own inputs and outputs (the
+    launcher's C wrapper then encodes it, as for any launch)."""
+    t = type(a)
+    if t.__name__ != "TensorDescriptor" or not t.__module__.startswith("triton."):
+        return None
+    fields = getattr(a, "__dict__", None)
+    base = fields.get("base") if fields is not None else None
+    if not isinstance(base, _Tensor):
+        return None
+    src = where.get(base.data_ptr())
+    if src is None:
+        return None
+    copy = {}
+    for k, v in fields.items():
+        if k == "base":
+            continue
+        if isinstance(v, (list, tuple)):
+            if not all(type(e) is int for e in v):
+                return None
+            v = list(v)
+        elif type(v) not in _FIELD_SCALARS:
+            return None
+        copy[k] = v
+    return src, t, copy
 
 
 class _Recipe:
@@ -195,7 +243,8 @@ class _Recipe:
         launches = []
         for entry, (g0, g1, g2), args in rec.launches:
             template = list(args)
-            slots = []
+            slots = []  # (position, source): the source's data pointer
+            descs = []  # (position, source, type, fields): a fresh descriptor on the source
             for pos, a in enumerate(args):
                 if isinstance(a, _Tensor):
                     src = where.get(a.data_ptr())
@@ -203,11 +252,19 @@ class _Recipe:
                         return None  # a tensor the recipe cannot rebuild (a copy, an offset view)
                     slots.append((pos, src))
                     template[pos] = None
-                elif a is not None and type(a) not in _ARG_SCALARS:
-                    # An object that holds pointers of its own (a TMA TensorDescriptor holds its
-                    # base tensor): replaying it would launch on the recorded call's memory.
-                    return None
-            launches.append((entry.fast, entry.head, g0, g1, g2, tuple(template), tuple(slots)))
+                elif a is None or type(a) in _ARG_SCALARS:
+                    continue
+                else:
+                    d = _descriptor(a, where)
+                    if d is None:
+                        # An object that holds pointers of its own that the recipe cannot
+                        # rebuild: replaying it would launch on the recorded call's memory.
+                        return None
+                    descs.append((pos, *d))
+                    template[pos] = None
+            launches.append(
+                (entry.fast, entry.head, g0, g1, g2, tuple(template), tuple(slots), tuple(descs))
+            )
         result = _result_plan(out, rec.allocs)
         if result is None:
             return None
@@ -220,39 +277,6 @@ class _Recipe:
         self.n_in = len(tensors)
         self.run = _generate(self)
         return self
-
-    def replay(self, tensors):
-        get_device, get_stream, runtime = _launch._RUNTIME
-        device = get_device()
-        if device != self.device:
-            return _REFUSED
-        chain = _launch._TYPES[2]
-        for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
-            if hook is not None and (type(hook) is not chain or hook.calls):
-                return _REFUSED  # a profiler's hooks need Triton's launch metadata
-        ptrs = [t.data_ptr() for t in tensors]
-        if len(ptrs) > 1 and len(set(ptrs)) != len(ptrs):
-            return _REFUSED
-        if _launch.POISON:
-            allocs = [_launch.empty(shape, dtype, dev) for shape, dtype, dev in self.allocs]
-        else:
-            allocs = [
-                torch.empty(shape, dtype=dtype, device=dev) for shape, dtype, dev in self.allocs
-            ]
-        for a in allocs:
-            p = a.data_ptr()
-            if p & 15:  # never seen from the caching allocator; the recorded kernels assume it
-                return _REFUSED
-            ptrs.append(p)
-        stream = get_stream(device)
-        for fast, head, g0, g1, g2, template, slots in self.launches:
-            args = list(template)
-            for pos, src in slots:
-                args[pos] = ptrs[src]
-            fast(g0, g1, g2, stream, *head, *args)
-        if self.single is not None:
-            return allocs[self.single]
-        return _build_result(self.result, allocs)
 
 
 def _generate(recipe):
@@ -268,6 +292,7 @@ def _generate(recipe):
         "REFUSED": _REFUSED,
         "DEVICE": recipe.device,
         "EMPTY": _launch.empty if _launch.POISON else torch.empty,
+        "NEW": object.__new__,
     }
     n_in = recipe.n_in
     src = [
@@ -292,20 +317,33 @@ def _generate(recipe):
         if _launch.POISON:
             src.append(f"    a{j} = EMPTY(S{j}, D{j}, V{j})")
         else:
-            src.append(f"    a{j} = EMPTY(S{j}, dtype=D{j}, device=V{j})")
+            # the sizes as int literals: torch.empty parses them faster than a tuple (1.1 against
+            # 1.5 us per call on the CPU machine); a 0-d allocation keeps its empty tuple
+            dims = ", ".join(str(int(d)) for d in shape) if shape else "()"
+            src.append(f"    a{j} = EMPTY({dims}, dtype=D{j}, device=V{j})")
         src += [f"    p{j} = a{j}.data_ptr()", f"    if p{j} & 15:", "        return REFUSED"]
     src.append("    stream = get_stream(device)")
     names = ins + [f"p{j}" for j in range(len(recipe.allocs))]
-    for k, (fast, head, g0, g1, g2, template, slots) in enumerate(recipe.launches):
+    objects = [f"tensors[{i}]" for i in range(n_in)] + [f"a{j}" for j in range(len(recipe.allocs))]
+    for k, (fast, head, g0, g1, g2, template, slots, descs) in enumerate(recipe.launches):
         ns[f"L{k}"] = fast
         args = [f"{g0}", f"{g1}", f"{g2}", "stream"]
         for h, v in enumerate(head):
             ns[f"H{k}_{h}"] = v
             args.append(f"H{k}_{h}")
         slot_of = dict(slots)
+        desc_of = {}
+        for pos, source, cls, fields in descs:  # a fresh descriptor on this call's tensor
+            name = f"d{k}_{pos}"
+            ns[f"T{name}"], ns[f"F{name}"] = cls, fields
+            src.append(f"    {name} = NEW(T{name})")
+            src.append(f"    {name}.__dict__ = {{**F{name}, 'base': {objects[source]}}}")
+            desc_of[pos] = name
         for pos, v in enumerate(template):
             if pos in slot_of:
                 args.append(names[slot_of[pos]])
+            elif pos in desc_of:
+                args.append(desc_of[pos])
             elif v is None or type(v) in (int, bool):
                 args.append(repr(v))
             else:
@@ -356,16 +394,3 @@ def _result_plan(out, allocs):
         return None if any(p is None for p in parts) else ("tuple", parts)
     part = one(out)
     return None if part is None else ("single", part)
-
-
-def _build_result(plan, allocs):
-    def one(p):
-        if p[0] == "alloc":
-            return allocs[p[1]]
-        if p[0] == "none":
-            return None
-        return allocs[p[1]].as_strided(p[2], p[3])
-
-    if plan[0] == "single":
-        return one(plan[1])
-    return tuple(one(p) for p in plan[1])

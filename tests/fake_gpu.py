@@ -1,0 +1,214 @@
+"""The real eager host path of every public op on CPU tensors, with only the GPU faked.
+
+Imported in a process *without* ``TRITON_INTERPRET`` (so the kernels are real ``JITFunction``s
+and the launchers take the cached-launch and replay paths exactly as on a GPU), it replaces:
+
+- ``JITFunction.run`` (Triton's compile-and-launch) by a fake that builds Triton's real binder for
+  sm_90 and returns a fake compiled kernel which records its launches;
+- the driver's current-device and stream getters (``_launch._RUNTIME``);
+- the device checks that want a CUDA tensor (``_checks.check_device``, ``_replay.ANY_DEVICE``,
+  the TMA GEMM's ``device_ok``) and ``device_info`` (132 SMs, like the H200);
+- the autotuner: an untuned key takes its first config (the pointer GEMM).
+
+So tests and profiles can count what a call does (plans built, validations run, launches,
+replays) and profile it with ``cProfile`` on a machine without a GPU. ``install()`` does it;
+``python tests/fake_gpu.py profile OP`` prints a profile of one op's repeated call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+STREAM = 0xBEEF
+
+
+class FakeCompiled:
+    """Stands in for a ``CompiledKernel``: ``run`` records ``(grid..., stream, fn, ..., args)``."""
+
+    def __init__(self, name, metadata=None):
+        self.name = name
+        self.function = f"function-{name}"
+        self.packed_metadata = ("packed", name)
+        self.metadata = metadata
+        self.launches = []
+
+    def run(self, *args):
+        self.launches.append(args)
+
+    def launch_metadata(self, grid, stream, *args):
+        return {"grid": grid}
+
+
+COMPILED: list = []  # every FakeCompiled, in order of creation
+
+
+def install(sm_count: int = 132):
+    """Install the fakes (idempotent). Returns the warpgauge module."""
+    assert os.environ.get("TRITON_INTERPRET", "0") in ("", "0"), "run without TRITON_INTERPRET"
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction, create_function_from_signature
+
+    import warpgauge as wg
+    from warpgauge import _checks, _device
+    from warpgauge._lazy import load_kernels
+    from warpgauge.kernels import _launch, _replay
+
+    if getattr(install, "done", False):
+        return wg
+    target = GPUTarget("cuda", 90, 32)
+    backend = CUDABackend(target)
+
+    def fake_run(self, *args, grid, warmup, **kwargs):
+        if 0 not in self.device_caches:
+            binder = create_function_from_signature(self.signature, self.params, backend)
+            self.device_caches[0] = ({}, {}, target, backend, binder)
+        binder = self.device_caches[0][-1]
+        bound, _, _ = binder(*args, **kwargs)
+        k = FakeCompiled(self.__name__)
+        COMPILED.append(k)
+        g = grid(bound) if callable(grid) else grid
+        k.run(*g, STREAM, k.function, "first", *bound.values())
+        return k
+
+    JITFunction.run = fake_run
+
+    def fake_tune(self, *args, **kwargs):  # the first config, no timing
+        self.nargs = dict(zip(self.arg_names, args))
+        named = dict(self.nargs, **{k: v for k, v in kwargs.items() if k in self.arg_names})
+        key = [named[k] for k in self.keys if k in named]
+        key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+        config = self.configs[0]
+        self.cache[tuple(key)] = config
+        self.best_config = config
+        return self.fn.run(*args, **kwargs, **config.all_kwargs())
+
+    Autotuner.run = fake_tune
+    from triton import knobs
+
+    _launch._RUNTIME = (lambda: 0, lambda device: STREAM, knobs.runtime)
+    _checks.check_device = lambda name, t: None
+    _replay.ANY_DEVICE = True
+    info = _device.DeviceInfo("fake-h200", sm_count, 60 << 20, 228 << 10, False)
+    _device.device_info = lambda device: info
+    load_kernels()
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("warpgauge.kernels.") and hasattr(
+            mod, "device_info"
+        ):
+            mod.device_info = _device.device_info
+    from warpgauge.kernels import _launch as L
+    from warpgauge.kernels import gemm_tma
+
+    L.device_info = _device.device_info
+    gemm_tma.device_ok = lambda a: True
+    torch.manual_seed(0)
+    install.done = True
+    return wg
+
+
+def calls():
+    """name -> zero-argument callable: one small public call per op (the host-mode shapes)."""
+    import torch
+
+    import warpgauge as wg
+
+    bf = torch.bfloat16
+    x = torch.randn(32, 128).to(bf)
+    r = torch.randn(32, 128).to(bf)
+    w = torch.randn(128).to(bf)
+    a, b = torch.randn(64, 64).to(bf), torch.randn(64, 64).to(bf)
+    a2, b2 = torch.randn(128, 64).to(bf), torch.randn(64, 128).to(bf)
+    q = wg.quantize_int4(torch.randn(256, 256).to(bf))
+    v = torch.randn(1, 256).to(bf)
+    xg = x.detach().requires_grad_()
+    return {
+        "softmax": lambda: wg.softmax(x),
+        "add_rms_norm": lambda: wg.add_rms_norm(x, r, w),
+        "row_sum": lambda: wg.row_sum(x),
+        "add": lambda: wg.add(x, r),
+        "gemm": lambda: wg.gemm(a, b),
+        "gemm_tma": lambda: wg.gemm(a2, b2),
+        "int4_linear": lambda: wg.int4_linear(v, q),
+        "row_sum_fp32": lambda: wg.row_sum(x, torch.float32),
+        # autograd records these: the Functions' forwards replay (through _eager.direct)
+        "softmax_grad": lambda: wg.softmax(xg),
+        "add_rms_norm_grad": lambda: wg.add_rms_norm(xg, r, w),
+    }
+
+
+def census(n: int = 5) -> dict:
+    """Per op: what ``n`` repeated calls (after 3 warm-up calls) did: replays, launches of the
+    fake compiled kernels, argument checks (``check_tensor``) and plans built."""
+    import json
+
+    install()
+    from warpgauge.kernels import _replay, int4, plans
+
+    counts = {"checks": 0, "plans": 0}
+
+    def counted(fn, key):
+        def wrapper(*a, **kw):
+            counts[key] += 1
+            return fn(*a, **kw)
+
+        return wrapper
+
+    for mod in list(sys.modules.values()):
+        name = getattr(mod, "__name__", "")
+        if name.startswith("warpgauge.kernels.") and hasattr(mod, "check_tensor"):
+            mod.check_tensor = counted(mod.check_tensor, "checks")
+    for cls in (plans.RowPlan, int4.Int4Plan):
+        cls.for_shape = classmethod(counted(cls.for_shape.__func__, "plans"))
+    out = {}
+    for op, fn in calls().items():
+        for _ in range(3):
+            fn()
+        before = dict(_replay.STATS, launches=sum(len(k.launches) for k in COMPILED), **counts)
+        for _ in range(n):
+            fn()
+        after = dict(_replay.STATS, launches=sum(len(k.launches) for k in COMPILED), **counts)
+        out[op] = {k: after[k] - before[k] for k in after}
+    print(json.dumps(out))
+    return out
+
+
+def main(argv):
+    import cProfile
+    import pstats
+    import time
+
+    wg = install()
+    from warpgauge.kernels import _replay
+
+    what = argv[1] if len(argv) > 1 else "all"
+    if what == "census":
+        return census()
+    table = calls()
+    names = list(table) if what == "all" else [what]
+    for n in names:
+        fn = table[n]
+        for _ in range(5):
+            fn()
+        before = dict(_replay.STATS)
+        t0 = time.perf_counter()
+        for _ in range(2000):
+            fn()
+        us = (time.perf_counter() - t0) / 2000 * 1e6
+        d = {k: _replay.STATS[k] - before[k] for k in before}
+        print(f"{n:14s} {us:7.2f} us/call  replay stats {d}")
+        if len(names) == 1:
+            pr = cProfile.Profile()
+            pr.enable()
+            for _ in range(2000):
+                fn()
+            pr.disable()
+            pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+    return wg
+
+
+if __name__ == "__main__":
+    main(sys.argv)
