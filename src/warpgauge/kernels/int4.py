@@ -98,6 +98,12 @@ ONE_ROW_BROADCAST = False
 # GEMV plans (block_m 16) use it and the PTX decode: the tiled plans (M > 16) were no faster with
 # either (64x28672x8192: 131.4 us plain, 136.4 PTX decode; 256x28672x8192: 338.8 / 345.2).
 WEIGHT_AS_B = True
+# The tiled path (M > 16) with the weight as B (decoded into shared memory for wgmma, x the A side).
+TILED_WEIGHT_AS_B = False
+# Tensor-core paths: the even-k and odd-k halves of each group as two dots (no interleave).
+SPLIT_HALVES = False
+# Tensor-core paths: decode to q + offset and correct each group by offset * sum(x).
+FOLD_OFFSET = False
 
 
 def _pow2_floor(n: int) -> int:
@@ -344,17 +350,51 @@ _DECODE_F16 = tl.constexpr(
     _DECODE_ASM.replace("MAGIC", "0x64086408").replace("ONE", "0x3C003C00")
     .replace("NEG", "0xE408E408").replace("TY", "f16x2")
 )  # fmt: skip
+# FOLD: the same without the packed subtract: the values are q + OFFSET (136 in BF16, 1032 in FP16),
+# still exact integers; the dot's result is corrected by OFFSET * sum(x) per group (one FP32 FMA
+# per output instead of one packed FMA per two weight values).
+_DECODE_FOLD = (
+    (_DECODE_ASM.split(" fma.rn.TY")[0] + " mov.b32 $0, t0; mov.b32 $1, t1; mov.b32 $2, s0;"
+     " mov.b32 $3, s1; }")
+    .replace(" mov.b32 one, ONE;", "").replace(" mov.b32 neg, NEG;", "")
+    .replace(".reg .b32 z, m, one, neg,", ".reg .b32 z, m,")
+)  # fmt: skip
+_DECODE_FOLD_BF16 = tl.constexpr(_DECODE_FOLD.replace("MAGIC", "0x43084308"))
+_DECODE_FOLD_F16 = tl.constexpr(_DECODE_FOLD.replace("MAGIC", "0x64086408"))
 
 
 @triton.jit
 def _dequant16(b, R: tl.constexpr, H: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr,
-               ASM: tl.constexpr = False):  # fmt: skip
+               ASM: tl.constexpr = False, FOLD: tl.constexpr = False):  # fmt: skip
     """uint8 bytes [R, H] -> the exact integers q as an [R, 2H] tile in k order (byte j holds
-    k = 2j and 2j + 1), 16-bit in x's dtype (FP32 under the interpreter, whose BF16 dot is wrong)."""
+    k = 2j and 2j + 1), 16-bit in x's dtype (FP32 under the interpreter, whose BF16 dot is wrong).
+    FOLD: the values are q + _fold_offset(X_BF16) (exact integers too)."""
+    lo, hi = _dequant_halves(b, X_BF16, UPCAST, ASM, FOLD)
+    return tl.reshape(tl.join(lo, hi), (R, 2 * H))
+
+
+@triton.jit
+def _dequant_halves(b, X_BF16: tl.constexpr, UPCAST: tl.constexpr, ASM: tl.constexpr,
+                    FOLD: tl.constexpr):  # fmt: skip
+    """uint8 bytes [R, H] -> (lo, hi): the [R, H] tiles of the even-k and odd-k values."""
     if UPCAST:
         bi = b.to(tl.int32)
         lo = ((bi & 0xF) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
         hi = ((bi >> 4) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
+        if FOLD:
+            lo += _fold_offset(X_BF16)
+            hi += _fold_offset(X_BF16)
+    elif ASM and FOLD:
+        if X_BF16:
+            lo, hi = tl.inline_asm_elementwise(
+                _DECODE_FOLD_BF16, "=r,=r,=r,=r,r", [b], dtype=(tl.bfloat16, tl.bfloat16),
+                is_pure=True, pack=4,
+            )  # fmt: skip
+        else:
+            lo, hi = tl.inline_asm_elementwise(
+                _DECODE_FOLD_F16, "=r,=r,=r,=r,r", [b], dtype=(tl.float16, tl.float16),
+                is_pure=True, pack=4,
+            )  # fmt: skip
     elif ASM:
         if X_BF16:
             lo, hi = tl.inline_asm_elementwise(
@@ -374,7 +414,16 @@ def _dequant16(b, R: tl.constexpr, H: tl.constexpr, X_BF16: tl.constexpr, UPCAST
         else:  # bits 0x6400 + u = 1024 + u in FP16
             lo = ((bi & 0xF) ^ 0x6408).to(tl.float16, bitcast=True) - 1032.0
             hi = ((bi >> 4) ^ 0x6408).to(tl.float16, bitcast=True) - 1032.0
-    return tl.reshape(tl.join(lo, hi), (R, 2 * H))
+        if FOLD:
+            lo += _fold_offset(X_BF16)
+            hi += _fold_offset(X_BF16)
+    return lo, hi
+
+
+@triton.jit
+def _fold_offset(X_BF16: tl.constexpr):
+    # q + 136 = bits 0x4300 + u (BF16, u = q + 8); q + 1032 = bits 0x6400 + u (FP16)
+    return 136.0 if X_BF16 else 1032.0
 
 
 @triton.jit
@@ -382,9 +431,14 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
               stride_xm, stride_xk, stride_wn, stride_sn,
               GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
               BLOCK_N: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr,
-              ASM: tl.constexpr, ONE_ROW: tl.constexpr, W_AS_B: tl.constexpr = False):  # fmt: skip
+              ASM: tl.constexpr, ONE_ROW: tl.constexpr, W_AS_B: tl.constexpr = False,
+              HALVES: tl.constexpr = False, FOLD: tl.constexpr = False):  # fmt: skip
     # Per group: read BLOCK_N x GROUP/2 weight bytes + BLOCK_N scales (DRAM stream) and the
     # GROUP x BLOCK_M slice of x (L2); one [BLOCK_N, GROUP] x [GROUP, BLOCK_M] tensor-core product.
+    # HALVES: two [BLOCK_N, GROUP/2] products instead, the low nibbles (even k) against x[even k]
+    # and the high nibbles against x[odd k]: the decoded halves feed the dots as they are (no
+    # interleave of 16-bit values between registers). FOLD: the decode skips its subtract and
+    # each group's product is corrected by _fold_offset * sum(x) (see _DECODE_FOLD).
     HALF: tl.constexpr = GROUP // 2
     jj = tl.arange(0, HALF_PAD)
     cc = tl.arange(0, 2 * HALF_PAD)
@@ -404,34 +458,70 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
     for _ in range(g_start, g_end):
         if HALF_PAD == HALF:
             b = tl.load(w_ptrs)
-            if ONE_ROW:
-                xt = tl.broadcast_to(tl.load(x1_ptrs)[:, None], (2 * HALF_PAD, BLOCK_M))
-            else:
-                xt = tl.load(x_ptrs)
         else:
             b = tl.load(w_ptrs, mask=(jj < HALF)[None, :], other=0)
-            if ONE_ROW:
-                xv = tl.load(x1_ptrs, mask=cc < GROUP, other=0.0)
-                xt = tl.broadcast_to(xv[:, None], (2 * HALF_PAD, BLOCK_M))
-            else:
-                xt = tl.load(x_ptrs, mask=(cc < GROUP)[:, None], other=0.0)
+        xt = _load_x(x_ptrs, x1_ptrs, cc < GROUP, HALF_PAD == HALF, ONE_ROW, BLOCK_M)
+        if HALVES:  # x[even k], x[odd k]: one contiguous load, split in registers
+            xe, xo = tl.split(tl.reshape(tl.trans(xt), (BLOCK_M, HALF_PAD, 2)))
+            xt = tl.trans(xe)
+            xo = tl.trans(xo)
         x1_ptrs += GROUP * stride_xk
         sc = tl.load(s_ptrs).to(tl.float32)
         w_ptrs += HALF
         x_ptrs += GROUP * stride_xk
         s_ptrs += 1
-        wq = _dequant16(b, BLOCK_N, HALF_PAD, X_BF16, UPCAST, ASM)
         if UPCAST:
             xt = xt.to(tl.float32)
-        if W_AS_B:  # x as the dot's A side (M x K), the decoded weight as B (K x N): acc is y
-            acc += tl.dot(tl.trans(xt), tl.trans(wq)) * sc[None, :]
-        else:  # exact integer weights: the scale is applied once per group
-            acc += tl.dot(wq, xt) * sc[:, None]
+            if HALVES:
+                xo = xo.to(tl.float32)
+        if HALVES:
+            lo, hi = _dequant_halves(b, X_BF16, UPCAST, ASM, FOLD)
+            if W_AS_B:
+                part = tl.dot(tl.trans(xt), tl.trans(lo))
+                part = tl.dot(tl.trans(xo), tl.trans(hi), part)
+            else:
+                part = tl.dot(lo, xt)
+                part = tl.dot(hi, xo, part)
+        else:
+            wq = _dequant16(b, BLOCK_N, HALF_PAD, X_BF16, UPCAST, ASM, FOLD)
+            if W_AS_B:  # x as the dot's A side (M x K), the decoded weight as B (K x N): acc is y
+                part = tl.dot(tl.trans(xt), tl.trans(wq))
+            else:  # exact integer weights: the scale is applied once per group
+                part = tl.dot(wq, xt)
+        if FOLD:
+            xs = tl.sum(xt.to(tl.float32), axis=0)
+            if HALVES:
+                xs += tl.sum(xo.to(tl.float32), axis=0)
+            if W_AS_B:
+                part -= _fold_offset(X_BF16) * xs[:, None]
+            else:
+                part -= _fold_offset(X_BF16) * xs[None, :]
+        if W_AS_B:
+            acc += part * sc[None, :]
+        else:
+            acc += part * sc[:, None]
     if W_AS_B:
         out = tl.trans(acc)
     else:
         out = acc
     return out
+
+
+@triton.jit
+def _load_x(x_ptrs, x1_ptrs, kmask, FULL: tl.constexpr, ONE_ROW: tl.constexpr,
+            BLOCK_M: tl.constexpr):  # fmt: skip
+    """One group's slice of x as a [k, BLOCK_M] tile (k lanes past the group read as zeros)."""
+    if ONE_ROW:
+        if FULL:
+            xv = tl.load(x1_ptrs)
+        else:
+            xv = tl.load(x1_ptrs, mask=kmask, other=0.0)
+        xt = tl.broadcast_to(xv[:, None], (xv.shape[0], BLOCK_M))
+    elif FULL:
+        xt = tl.load(x_ptrs)
+    else:
+        xt = tl.load(x_ptrs, mask=kmask[:, None], other=0.0)
+    return xt
 
 
 @triton.jit(do_not_specialize=["M", "magic"])
@@ -441,7 +531,8 @@ def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GPI: tl.constexpr,
                     SPLIT_K: tl.constexpr, X_BF16: tl.constexpr,
                     UPCAST: tl.constexpr, ASM: tl.constexpr = False,
-                    ONE_ROW: tl.constexpr = False, W_AS_B: tl.constexpr = False):  # fmt: skip
+                    ONE_ROW: tl.constexpr = False, W_AS_B: tl.constexpr = False,
+                    HALVES: tl.constexpr = False, FOLD: tl.constexpr = False):  # fmt: skip
     # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K, write y M*N; with
     # SPLIT_K > 1 also write + read SPLIT_K*M*N FP32 partials. FLOPs 2*M*N*K.
     # w_ptr: the packed weight as int32 words (BLOCK_M == 1) or bytes (tensor-core paths);
@@ -478,7 +569,7 @@ def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
         acc = _tile_dot(x_ptr, w_ptr, s_ptr, offs_m % M, rows_n, g_start, g_end,
                         stride_xm, stride_xk, stride_wn, stride_sn,
                         GROUP, HALF_PAD, BLOCK_M, BLOCK_N, X_BF16, UPCAST, ASM,
-                        ONE_ROW, W_AS_B)  # fmt: skip
+                        ONE_ROW, W_AS_B, HALVES, FOLD)  # fmt: skip
         mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
         if SPLIT_K == 1:
             y_ptrs = (
@@ -686,7 +777,10 @@ def int4_linear_packed(
         BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
         X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, ASM=USE_ASM_DECODE and not interpreter_enabled() and 1 < plan.block_m <= GEMV_MAX_M,
         ONE_ROW=ONE_ROW_BROADCAST and M == 1 and plan.block_m > 1,
-        W_AS_B=WEIGHT_AS_B and 1 < plan.block_m <= GEMV_MAX_M,
+        W_AS_B=(WEIGHT_AS_B if plan.block_m <= GEMV_MAX_M else TILED_WEIGHT_AS_B)
+        and plan.block_m > 1,
+        HALVES=SPLIT_HALVES and plan.block_m > 1 and _half_pad(group_size) >= 16,
+        FOLD=FOLD_OFFSET and plan.block_m > 1,
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )  # fmt: skip
     if plan.split_k > 1:
