@@ -325,6 +325,44 @@ def test_int4_weight_as_dot_b_operand(plan, M, dtype, poison, monkeypatch):
 
 @kernels
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M", [1, 3, 17])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        dict(SPLIT_HALVES=True),
+        dict(SPLIT_HALVES=True, WEIGHT_AS_B=True, TILED_WEIGHT_AS_B=True),
+        dict(FOLD_OFFSET=True),
+        dict(SPLIT_HALVES=True, FOLD_OFFSET=True, WEIGHT_AS_B=True),
+        dict(SPLIT_HALVES=True, ONE_ROW_BROADCAST=True, WEIGHT_AS_B=True),
+    ],
+    ids=lambda f: "+".join(sorted(f)),
+)
+@pytest.mark.parametrize("plan", FORCED[2:], ids=lambda p: f"{p.path}-s{p.split_k}")
+def test_int4_decode_variants_on_tensor_core_paths(plan, flags, M, dtype, poison, monkeypatch):
+    # SPLIT_HALVES: even-k and odd-k nibbles as two dots against x[even] / x[odd];
+    # FOLD_OFFSET: q + offset decoded, each group corrected by offset * sum(x);
+    # TILED_WEIGHT_AS_B: the M > 16 tiles with the weight as the dot's B side (M=17 reaches it).
+    for name, value in flags.items():
+        monkeypatch.setattr(int4_mod, name, value)
+    x, qw, w_exact = _case(M, 21, 320, 64, dtype, seed=11 + M)
+    assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"{flags} {plan}")
+    xs = _case(M, 21, 640, 64, dtype, seed=12)[0][:, ::2]  # strided x: stride_xk = 2
+    assert_close(int4_linear(xs, qw, plan=plan), int4_linear_ref(xs, w_exact), msg=f"{flags}")
+
+
+@kernels
+@pytest.mark.parametrize("group", [16, 32])
+def test_int4_halves_with_small_groups(group, poison, monkeypatch):
+    # group 16: each half is 8 lanes, below a dot's minimum K, so HALVES falls back to one dot;
+    # group 32: halves of 16 lanes (the smallest two-dot case)
+    monkeypatch.setattr(int4_mod, "SPLIT_HALVES", True)
+    for M, plan in ((2, Int4Plan(block_m=16, block_n=16)), (20, Int4Plan(block_m=32, block_n=16))):
+        x, qw, w_exact = _case(M, 24, 4 * group, group, torch.float16, seed=group + M)
+        assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"{M}")
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("plan", FORCED[2:], ids=lambda p: f"{p.path}-s{p.split_k}")
 def test_int4_one_row_broadcast_on_tensor_core_paths(plan, dtype, poison, monkeypatch):
     # M == 1 on a tensor-core plan with ONE_ROW_BROADCAST: x is loaded once per group and
