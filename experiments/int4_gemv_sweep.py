@@ -8,7 +8,10 @@ checked against an FP64 reference before it is timed.
 Phase 1 compiles each distinct kernel variant once in worker processes (shared Triton cache),
 phase 2 times everything in one process, shape by shape, writing $OUT/<tag>.json as it goes.
 Variant names: ``p:block_m,block_n,gpi,split_k,warps,stages,flags`` with flag bits 1 PTX decode,
-2 one-row x broadcast, 4 weight as dot B, 8 even/odd halves as two dots, 16 offset fold.
+2 one-row x broadcast, 4 weight as dot B, 8 even/odd halves as two dots, 16 offset fold (bits 1
+and 4 act on the GEMV path, block_m 16), 32 weight as B and 64 PTX decode on the tiled path.
+In round 1 (r1.json) the tiled path ignored bits 1 and 4 (no bit 64 yet) and bit 8 acted on it
+alone. ``r:FLAGS`` is the default plan with those flags; ``wg`` the default plan and flags.
 """
 
 from __future__ import annotations
@@ -78,8 +81,38 @@ def big_variants(M):
     return v
 
 
+def r2_cases():
+    """Round 2: long per-row runs on the FMA GEMV (groups_per_iter 4-16 with few rows), the
+    defaults against tinygemm, and the tiled path's decode / split choices at the rule's splits."""
+    out = []
+    for N, K in ((28672, 8192), (128256, 4096), (8192, 8192), (4096, 4096)):
+        v = ["tinygemm", "wg"]
+        for bn, gpi, w in ((16, 8, 2), (16, 16, 4), (32, 4, 2), (32, 8, 4), (64, 4, 4), (16, 4, 1),
+                           (64, 2, 2)):  # fmt: skip
+            if gpi * 128 > K:
+                continue
+            for sp in _splits(N // bn, 264, 2112)[:3]:
+                if sp * gpi <= K // 128:
+                    v.append(f"p:1,{bn},{gpi},{sp},{w},1,0")
+        out += [dict(M=1, N=N, K=K, variant=x) for x in v]
+    for M in (4, 16):
+        for N, K in GEMV_SHAPES:
+            out += [dict(M=M, N=N, K=K, variant=x) for x in ("tinygemm", "wg", "r:5")]
+    for M in (64, 256, 128):
+        for N, K in BIG_SHAPES:
+            v = ["dense", "wg", "r:0", "r:64", "r:72"]
+            v += [f"p:64,128,1,{sp},4,3,{fl}" for sp in (1, 2) for fl in (40, 104)]
+            v += [f"p:64,128,1,{sp},8,3,{fl}" for sp in (1, 2) for fl in (0, 64)]
+            if M >= 128:
+                v += [f"p:128,128,1,{sp},8,3,{fl}" for sp in (1, 2) for fl in (0, 64)]
+            out += [dict(M=M, N=N, K=K, variant=x) for x in v]
+    return out
+
+
 def cases(which):
     """Batch 1-16 on every shape first, then the large batches (the loop stops at its budget)."""
+    if which == "r2":
+        return r2_cases()
     out = []
     for M in (1, 16, 4):
         for N, K in GEMV_SHAPES:
@@ -143,6 +176,8 @@ def build(c, l2):
         items = packs
         if kind == "wg":
             plan, fl = None, None
+        elif kind == "r":  # the default plan with the flags given
+            plan, fl = None, int(opt)
         else:
             bm, bn, gpi, split, w, st, fl = (int(v) for v in opt.split(","))
             plan = i4.Int4Plan(block_m=bm, block_n=bn, groups_per_iter=gpi, split_k=split,

@@ -199,12 +199,40 @@ def test_plan_rule_h200_anchor_shapes():
     assert p.groups_per_iter == 4
     p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=4)  # words need group % 8 == 0
     assert p.path == "gemv_dot"
-    p = Int4Plan.for_shape(16, 28672, 8192, sm)  # 224 tiles, split capped at 4
-    assert (p.path, p.block_m, p.block_n, p.split_k) == ("gemv_dot", 16, 128, 4)
+    p = Int4Plan.for_shape(16, 28672, 8192, sm)  # 112 tiles of 256 rows: 2 splits, 224 programs
+    assert (p.path, p.block_m, p.block_n, p.num_warps, p.split_k) == ("gemv_dot", 16, 256, 4, 2)
     p = Int4Plan.for_shape(4096, 4096, 4096, sm)
     assert (p.path, p.block_m, p.num_warps, p.split_k) == ("tiled", 128, 8, 1)
     p = Int4Plan.for_shape(17, 4096, 4096, sm)
     assert (p.path, p.block_m, p.num_warps) == ("tiled", 32, 4)
+
+
+@pytest.mark.parametrize(
+    "N,K,split",
+    [
+        (4096, 4096, 16),
+        (8192, 8192, 8),
+        (14336, 4096, 4),
+        (4096, 14336, 16),
+        (28672, 8192, 2),
+        (128256, 4096, 1),
+    ],  # fmt: skip
+)
+@pytest.mark.parametrize("M", [2, 4, 16])
+def test_plan_rule_gemv_dot_split_to_1_5_programs_per_sm(M, N, K, split):
+    # the measured best splits on the H200 (r1.json): the smallest power of two that reaches
+    # 1.5 programs per SM (198 on 132 SMs), 16 at most
+    p = Int4Plan.for_shape(M, N, K, 132)
+    assert (p.path, p.block_n, p.split_k) == ("gemv_dot", 256, split)
+    assert p.tiles(M, N) * p.split_k >= 198 or p.split_k == 16
+    assert p.split_k == 1 or p.tiles(M, N) * p.split_k // 2 < 198
+
+
+def test_plan_rule_gemv_dot_keeps_two_groups_per_split():
+    p = Int4Plan.for_shape(4, 256, 1024, 132)  # 1 tile, 8 groups: 4 splits of 2, not 16
+    assert (p.path, p.split_k) == ("gemv_dot", 4)
+    p = Int4Plan.for_shape(4, 256, 384, 132)  # 3 groups: one split of 2 would leave 1
+    assert p.split_k == 1
 
 
 def test_plan_rule_small_k_never_splits_below_min_groups():

@@ -83,10 +83,18 @@ MAX_SPLIT_K = 16
 # rows x 2 warps) time fell with the program count up to ~900 (1x28672x8192: 448 programs 67.8
 # us, 896 58.1, 1792 59.4; 1x14336x4096: 224 / 448 / 896 -> 28.9 / 20.4 / 18.8; 1x8192x8192:
 # 128 / 256 / 512 -> 50.3 / 30.6 / 21.1; 1x4096x4096, 4 splits of 8 groups 8.9 us, 2 of 16 13.3),
-# so they split up to 6 programs per SM. The tensor-core GEMV was measured up to split 4 (best at
-# 4 on 5 of 6 shapes, explore2.json): it splits no further.
+# so they split up to 6 programs per SM.
 GEMV_PROGRAMS_PER_SM = 6
-GEMV_DOT_MAX_SPLIT_K = 4
+# The tensor-core GEMV (2 <= M <= 16): 256 rows x 4 warps per program, split K to the smallest
+# power of two that gives >= 1.5 programs per SM, down to 2 groups per split. On the H200
+# (results/int4-gemv-h200/r1.json, batch 4, us at 112-128 / 224-256 / 448-512 programs):
+# 28672x8192 78.6 / 61.9 / 64.6, 8192x8192 23.9 / 21.9 / 25.0, 14336x4096 23.2 / 20.4 / 23.2,
+# 4096x14336 23.2 / 20.8 (split 16, 7 groups each); batch 1 and 16 the same. More programs than
+# ~2 per SM made every shape slower.
+GEMV_DOT_BLOCK_N = 256
+GEMV_DOT_PROGRAMS_PER_SM = 1.5
+GEMV_DOT_MIN_GROUPS_PER_SPLIT = 2
+GEMV_DOT_MAX_SPLIT_K = 16
 # The tensor-core GEMV (2 <= M <= 16) with the PTX nibble decode and the weight as the dot's B
 # operand: on the H200 (results/gemm-tuning-h200/explore2.json, 128 rows, split 4) 56.4 us at
 # 4x28672x8192 (tinygemm 91.0, the Triton-op decode with the weight as A 79.0) and 59.1 us at
@@ -98,10 +106,15 @@ ONE_ROW_BROADCAST = False
 # GEMV plans (block_m 16) use it and the PTX decode: the tiled plans (M > 16) were no faster with
 # either (64x28672x8192: 131.4 us plain, 136.4 PTX decode; 256x28672x8192: 338.8 / 345.2).
 WEIGHT_AS_B = True
+# The tiled path (M > 16) with the PTX decode.
+TILED_ASM_DECODE = False
 # The tiled path (M > 16) with the weight as B (decoded into shared memory for wgmma, x the A side).
 TILED_WEIGHT_AS_B = False
-# Tensor-core paths: the even-k and odd-k halves of each group as two dots (no interleave).
-SPLIT_HALVES = False
+# Tensor-core paths: the even-k and odd-k halves of each group as two dots (no interleave). It
+# cuts the GEMV loop from 3.55 to 2.79 SASS instructions per weight value (128 rows) and to 2.47
+# (256 rows; experiments/int4_sass.py), but times moved within noise (r1.json): the loop is not
+# issue-bound. Kept on the GEMV path, where it is never slower.
+SPLIT_HALVES = True
 # Tensor-core paths: decode to q + offset and correct each group by offset * sum(x).
 FOLD_OFFSET = False
 
@@ -159,13 +172,14 @@ class Int4Plan:
 
         1. M == 1 (and group_size % 8 == 0): FMA GEMV, ``block_n = 64`` with 2 warps,
            ``FMA_K_PER_ITER`` (128) values of K per step.
-           2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 128``.
+           2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 256`` (4 warps).
            M > 16: tiled, ``block_m = min(128, next_pow2(M))``, ``block_n = 128``.
            ``block_n`` never exceeds ``next_pow2(N)`` (>= 16).
         2. Split K (doubling, at most ``MAX_SPLIT_K``) while the output tiles alone give fewer than
            ``PROGRAMS_PER_SM * sm_count`` programs and every split keeps at least
-           ``MIN_GROUPS_PER_SPLIT`` groups (GEMV paths: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
-           GEMV at most ``GEMV_DOT_MAX_SPLIT_K``).
+           ``MIN_GROUPS_PER_SPLIT`` groups (FMA GEMV: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
+           GEMV: ``GEMV_DOT_PROGRAMS_PER_SM``, ``GEMV_DOT_MIN_GROUPS_PER_SPLIT``, at most
+           ``GEMV_DOT_MAX_SPLIT_K``).
         """
         # A symbolic M (torch.compile, dynamic shapes) is made concrete: the plan depends on it,
         # so the compiled graph guards on it (a new M recompiles rather than picking a wrong plan).
@@ -184,8 +198,7 @@ class Int4Plan:
                 num_stages=1,
             )
         elif M <= GEMV_MAX_M:
-            # 128 rows: 56.4 us at 4x28672x8192 vs 66.7 with 64 (explore2.json)
-            plan = dict(block_m=16, block_n=min(128, n_cap), num_stages=3)
+            plan = dict(block_m=16, block_n=min(GEMV_DOT_BLOCK_N, n_cap), num_stages=3)
         else:
             bm = min(128, max(16, triton.next_power_of_2(M)))
             # 8 warps from 64 rows up: 64x128 with 4 warps spills (255 registers) on sm_90.
@@ -193,13 +206,17 @@ class Int4Plan:
                 block_m=bm, block_n=min(128, n_cap), num_warps=8 if bm >= 64 else 4, num_stages=3
             )
         tiles = triton.cdiv(max(M, 1), plan["block_m"]) * triton.cdiv(N, plan["block_n"])
-        gemv = plan["block_m"] <= GEMV_MAX_M
-        per_sm = GEMV_PROGRAMS_PER_SM if gemv else PROGRAMS_PER_SM
-        max_split = GEMV_DOT_MAX_SPLIT_K if plan["block_m"] == 16 else MAX_SPLIT_K
+        if plan["block_m"] == 16:
+            per_sm, min_groups, max_split = (
+                GEMV_DOT_PROGRAMS_PER_SM, GEMV_DOT_MIN_GROUPS_PER_SPLIT, GEMV_DOT_MAX_SPLIT_K
+            )  # fmt: skip
+        else:
+            per_sm = GEMV_PROGRAMS_PER_SM if plan["block_m"] == 1 else PROGRAMS_PER_SM
+            min_groups, max_split = MIN_GROUPS_PER_SPLIT, MAX_SPLIT_K
         split = 1
         while (
             tiles * split < per_sm * sm_count
-            and n_groups >= 2 * split * MIN_GROUPS_PER_SPLIT
+            and n_groups >= 2 * split * min_groups
             and split < max_split
         ):
             split *= 2
@@ -733,6 +750,23 @@ def _check_plan(plan, M, N, K, group_size, sm_count) -> Int4Plan:
     return plan
 
 
+def _decode_flags(plan: Int4Plan, M: int, group_size: int) -> dict:
+    """The tensor-core paths' decode options (module flags, per path) as kernel constexprs."""
+    if plan.block_m == 1:
+        return dict(ASM=False, ONE_ROW=False, W_AS_B=False, HALVES=False, FOLD=False)
+    gemv = plan.block_m <= GEMV_MAX_M
+    w_as_b = WEIGHT_AS_B if gemv else TILED_WEIGHT_AS_B
+    return dict(
+        ASM=(USE_ASM_DECODE if gemv else TILED_ASM_DECODE) and not interpreter_enabled(),
+        ONE_ROW=ONE_ROW_BROADCAST and M == 1,
+        W_AS_B=w_as_b,
+        # on the tiled path the halves go with the weight-as-B form only (with the weight as
+        # wgmma's register A they were slower: r1.json, 64x28672x8192 175.9 us against 134.2)
+        HALVES=SPLIT_HALVES and (gemv or w_as_b) and _half_pad(group_size) >= 16,
+        FOLD=FOLD_OFFSET,
+    )
+
+
 def int4_linear_packed(
     x: torch.Tensor,
     packed: torch.Tensor,
@@ -775,12 +809,7 @@ def int4_linear_packed(
         GROUP=group_size, HALF_PAD=_half_pad(group_size),
         WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
         BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
-        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, ASM=USE_ASM_DECODE and not interpreter_enabled() and 1 < plan.block_m <= GEMV_MAX_M,
-        ONE_ROW=ONE_ROW_BROADCAST and M == 1 and plan.block_m > 1,
-        W_AS_B=(WEIGHT_AS_B if plan.block_m <= GEMV_MAX_M else TILED_WEIGHT_AS_B)
-        and plan.block_m > 1,
-        HALVES=SPLIT_HALVES and plan.block_m > 1 and _half_pad(group_size) >= 16,
-        FOLD=FOLD_OFFSET and plan.block_m > 1,
+        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, **_decode_flags(plan, M, group_size),
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )  # fmt: skip
     if plan.split_k > 1:
