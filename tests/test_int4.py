@@ -228,6 +228,23 @@ def test_plan_rule_gemv_dot_split_to_1_5_programs_per_sm(M, N, K, split):
     assert p.split_k == 1 or p.tiles(M, N) * p.split_k // 2 < 198
 
 
+@pytest.mark.parametrize(
+    "M,N,K,split",
+    [
+        (256, 8192, 8192, 1),  # 128 tiles >= 0.75 per SM: no split
+        (256, 4096, 14336, 2),  # 64 tiles: 2 splits reach 0.75 per SM
+        (64, 8192, 8192, 2),
+        (64, 14336, 4096, 1),  # 112 tiles
+        (64, 4096, 14336, 8),  # 32 tiles < SM / 4: split to 2 per SM (14 groups each)
+        (64, 4096, 4096, 4),  # 32 tiles, 32 groups: 4 splits of 8 (the minimum per split)
+    ],
+)
+def test_plan_rule_tiled_splits(M, N, K, split):
+    # the measured best splits of the tiled path on the H200 (results/int4-gemv-h200/r2.json)
+    p = Int4Plan.for_shape(M, N, K, 132)
+    assert (p.path, p.split_k) == ("tiled", split)
+
+
 def test_plan_rule_gemv_dot_keeps_two_groups_per_split():
     p = Int4Plan.for_shape(4, 256, 1024, 132)  # 1 tile, 8 groups: 4 splits of 2, not 16
     assert (p.path, p.split_k) == ("gemv_dot", 4)

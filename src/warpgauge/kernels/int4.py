@@ -74,9 +74,15 @@ FMA_MAX_M = 1
 FMA_BLOCK_N = 64  # 64 rows / 64 threads: each thread decodes 4 rows per x value it converts
 FMA_NUM_WARPS = 2  # 123 registers -> up to 8 programs per SM
 FMA_K_PER_ITER = 128  # K values per FMA step: 64 rows x 64 B = 4 KB of weight per program per step
-# Enough programs to hide DRAM latency: each FMA program keeps ~2 x 4 KB of weight loads in flight
-# and an SM needs ~20 KB in flight (4.8 TB/s x ~0.6 us / 132 SMs): about 3 programs per SM.
-PROGRAMS_PER_SM = 3
+# The tiled path (M > 16) splits K to 0.75 programs per SM, or to 2 per SM when the output has
+# fewer than SM / 4 tiles. On the H200 (results/int4-gemv-h200/r2.json, us by split):
+# 64 tiles: 256x4096x4096 s1 46.9 / s2 29.4 / s4 33.5, 256x4096x14336 157.0 / 83.8 / 99.8,
+# 128x8192x8192 79.5 / 48.0 / 66.2 (s4), 64x8192x8192 65.1 / 38.4 / 49.0 (s8);
+# 112-224 tiles: no split won (256x14336x4096 90.2 against 103.1 at s2, 64x14336x4096 34.6 / 40.4);
+# 32 tiles: 64x4096x14336 s1 118.9 / s2 64.3 / s8 40.9, 64x4096x4096 s2 21.1 / s4 13.8.
+PROGRAMS_PER_SM = 0.75
+FEW_TILES_PER_SM = 0.25
+FEW_TILES_PROGRAMS_PER_SM = 2
 MIN_GROUPS_PER_SPLIT = 8  # each split streams >= 8 groups: its prologue and partial stay small
 MAX_SPLIT_K = 16
 # The GEMV paths want more programs: on the H200 (results/gemm-tuning-h200/round1.json, FMA, 64
@@ -176,7 +182,8 @@ class Int4Plan:
            M > 16: tiled, ``block_m = min(128, next_pow2(M))``, ``block_n = 128``.
            ``block_n`` never exceeds ``next_pow2(N)`` (>= 16).
         2. Split K (doubling, at most ``MAX_SPLIT_K``) while the output tiles alone give fewer than
-           ``PROGRAMS_PER_SM * sm_count`` programs and every split keeps at least
+           ``PROGRAMS_PER_SM * sm_count`` programs (tiled; ``FEW_TILES_PROGRAMS_PER_SM`` when there
+           are fewer than ``FEW_TILES_PER_SM * sm_count`` tiles) and every split keeps at least
            ``MIN_GROUPS_PER_SPLIT`` groups (FMA GEMV: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
            GEMV: ``GEMV_DOT_PROGRAMS_PER_SM``, ``GEMV_DOT_MIN_GROUPS_PER_SPLIT``, at most
            ``GEMV_DOT_MAX_SPLIT_K``).
@@ -210,8 +217,11 @@ class Int4Plan:
             per_sm, min_groups, max_split = (
                 GEMV_DOT_PROGRAMS_PER_SM, GEMV_DOT_MIN_GROUPS_PER_SPLIT, GEMV_DOT_MAX_SPLIT_K
             )  # fmt: skip
+        elif plan["block_m"] == 1:
+            per_sm, min_groups, max_split = GEMV_PROGRAMS_PER_SM, MIN_GROUPS_PER_SPLIT, MAX_SPLIT_K
         else:
-            per_sm = GEMV_PROGRAMS_PER_SM if plan["block_m"] == 1 else PROGRAMS_PER_SM
+            few = tiles < FEW_TILES_PER_SM * sm_count
+            per_sm = FEW_TILES_PROGRAMS_PER_SM if few else PROGRAMS_PER_SM
             min_groups, max_split = MIN_GROUPS_PER_SPLIT, MAX_SPLIT_K
         split = 1
         while (
