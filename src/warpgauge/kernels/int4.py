@@ -20,7 +20,10 @@ Paths (chosen by :class:`Int4Plan`; tests can force any of them with ``plan=``)
   FP16/BF16), runs ``tl.dot(W_q, x^T)`` with FP32 accumulation (the weight is the dot's M side, so
   it can stay in registers for wgmma), and adds ``partial * scale``. The dequantized weight exists
   only as a register tile; x is read in its own dtype (no FP32 copy); the weight is read once per
-  M-tile (exactly once for M <= 16).
+  M-tile (exactly once for M <= 16). The GEMV plans decode with PTX (``_DECODE_ASM``), make the
+  weight the dot's B side and run each group as two dots, the low nibbles (even k) against
+  x[even k] and the high nibbles against x[odd k] (``SPLIT_HALVES``), so the decoded values feed
+  the dots without an interleave. ``_decode_flags`` maps the module flags to each path.
 - **Split-K** (``split_k > 1``, any of the above): ``split_k`` programs per output tile each take a
   contiguous range of groups and write FP32 partials ``[split_k, M, N]``; a second kernel adds them
   in the fixed order ``0, 1, ..., split_k - 1`` and rounds once. No atomics: bit-identical run to
