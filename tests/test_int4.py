@@ -199,12 +199,57 @@ def test_plan_rule_h200_anchor_shapes():
     assert p.groups_per_iter == 4
     p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=4)  # words need group % 8 == 0
     assert p.path == "gemv_dot"
-    p = Int4Plan.for_shape(16, 28672, 8192, sm)  # 224 tiles, split capped at 4
-    assert (p.path, p.block_m, p.block_n, p.split_k) == ("gemv_dot", 16, 128, 4)
+    p = Int4Plan.for_shape(16, 28672, 8192, sm)  # 112 tiles of 256 rows: 2 splits, 224 programs
+    assert (p.path, p.block_m, p.block_n, p.num_warps, p.split_k) == ("gemv_dot", 16, 256, 4, 2)
     p = Int4Plan.for_shape(4096, 4096, 4096, sm)
     assert (p.path, p.block_m, p.num_warps, p.split_k) == ("tiled", 128, 8, 1)
     p = Int4Plan.for_shape(17, 4096, 4096, sm)
     assert (p.path, p.block_m, p.num_warps) == ("tiled", 32, 4)
+
+
+@pytest.mark.parametrize(
+    "N,K,split",
+    [
+        (4096, 4096, 16),
+        (8192, 8192, 8),
+        (14336, 4096, 4),
+        (4096, 14336, 16),
+        (28672, 8192, 2),
+        (128256, 4096, 1),
+    ],  # fmt: skip
+)
+@pytest.mark.parametrize("M", [2, 4, 16])
+def test_plan_rule_gemv_dot_split_to_1_5_programs_per_sm(M, N, K, split):
+    # the measured best splits on the H200 (r1.json): the smallest power of two that reaches
+    # 1.5 programs per SM (198 on 132 SMs), 16 at most
+    p = Int4Plan.for_shape(M, N, K, 132)
+    assert (p.path, p.block_n, p.split_k) == ("gemv_dot", 256, split)
+    assert p.tiles(M, N) * p.split_k >= 198 or p.split_k == 16
+    assert p.split_k == 1 or p.tiles(M, N) * p.split_k // 2 < 198
+
+
+@pytest.mark.parametrize(
+    "M,N,K,split",
+    [
+        (256, 8192, 8192, 1),  # 128 tiles >= 0.75 per SM: no split
+        (256, 4096, 14336, 2),  # 64 tiles: 2 splits reach 0.75 per SM
+        (64, 8192, 8192, 2),
+        (64, 14336, 4096, 1),  # 112 tiles
+        (64, 4096, 14336, 8),  # 32 tiles < SM / 4: split to 2 per SM (14 groups each)
+        (64, 4096, 4096, 4),  # 32 tiles, 32 groups: 4 splits of 8 (the minimum per split)
+    ],
+)
+def test_plan_rule_tiled_splits(M, N, K, split):
+    # the measured best splits of the tiled path on the H200 (results/int4-gemv-h200/r2.json)
+    p = Int4Plan.for_shape(M, N, K, 132)
+    assert (p.path, p.split_k) == ("tiled", split)
+
+
+def test_plan_rule_gemv_dot_keeps_two_groups_per_split():
+    p = Int4Plan.for_shape(4, 256, 1024, 132)  # 1 tile, 8 groups: 4 splits of 2, not 16
+    assert (p.path, p.split_k) == ("gemv_dot", 4)
+    p = Int4Plan.for_shape(4, 256, 384, 132)  # 3 groups: one split of 2 would leave 1
+    assert p.split_k == 1
 
 
 def test_plan_rule_small_k_never_splits_below_min_groups():
@@ -321,6 +366,44 @@ def test_int4_weight_as_dot_b_operand(plan, M, dtype, poison, monkeypatch):
     monkeypatch.setattr(int4_mod, "WEIGHT_AS_B", True)
     x, qw, w_exact = _case(M, 21, 320, 64, dtype, seed=7)
     assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"M={M} {plan}")
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M", [1, 3, 17])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        dict(SPLIT_HALVES=True),
+        dict(SPLIT_HALVES=True, WEIGHT_AS_B=True, TILED_WEIGHT_AS_B=True),
+        dict(FOLD_OFFSET=True),
+        dict(SPLIT_HALVES=True, FOLD_OFFSET=True, WEIGHT_AS_B=True),
+        dict(SPLIT_HALVES=True, ONE_ROW_BROADCAST=True, WEIGHT_AS_B=True),
+    ],
+    ids=lambda f: "+".join(sorted(f)),
+)
+@pytest.mark.parametrize("plan", FORCED[2:], ids=lambda p: f"{p.path}-s{p.split_k}")
+def test_int4_decode_variants_on_tensor_core_paths(plan, flags, M, dtype, poison, monkeypatch):
+    # SPLIT_HALVES: even-k and odd-k nibbles as two dots against x[even] / x[odd];
+    # FOLD_OFFSET: q + offset decoded, each group corrected by offset * sum(x);
+    # TILED_WEIGHT_AS_B: the M > 16 tiles with the weight as the dot's B side (M=17 reaches it).
+    for name, value in flags.items():
+        monkeypatch.setattr(int4_mod, name, value)
+    x, qw, w_exact = _case(M, 21, 320, 64, dtype, seed=11 + M)
+    assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"{flags} {plan}")
+    xs = _case(M, 21, 640, 64, dtype, seed=12)[0][:, ::2]  # strided x: stride_xk = 2
+    assert_close(int4_linear(xs, qw, plan=plan), int4_linear_ref(xs, w_exact), msg=f"{flags}")
+
+
+@kernels
+@pytest.mark.parametrize("group", [16, 32])
+def test_int4_halves_with_small_groups(group, poison, monkeypatch):
+    # group 16: each half is 8 lanes, below a dot's minimum K, so HALVES falls back to one dot;
+    # group 32: halves of 16 lanes (the smallest two-dot case)
+    monkeypatch.setattr(int4_mod, "SPLIT_HALVES", True)
+    for M, plan in ((2, Int4Plan(block_m=16, block_n=16)), (20, Int4Plan(block_m=32, block_n=16))):
+        x, qw, w_exact = _case(M, 24, 4 * group, group, torch.float16, seed=group + M)
+        assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"{M}")
 
 
 @kernels

@@ -20,7 +20,10 @@ Paths (chosen by :class:`Int4Plan`; tests can force any of them with ``plan=``)
   FP16/BF16), runs ``tl.dot(W_q, x^T)`` with FP32 accumulation (the weight is the dot's M side, so
   it can stay in registers for wgmma), and adds ``partial * scale``. The dequantized weight exists
   only as a register tile; x is read in its own dtype (no FP32 copy); the weight is read once per
-  M-tile (exactly once for M <= 16).
+  M-tile (exactly once for M <= 16). The GEMV plans decode with PTX (``_DECODE_ASM``), make the
+  weight the dot's B side and run each group as two dots, the low nibbles (even k) against
+  x[even k] and the high nibbles against x[odd k] (``SPLIT_HALVES``), so the decoded values feed
+  the dots without an interleave. ``_decode_flags`` maps the module flags to each path.
 - **Split-K** (``split_k > 1``, any of the above): ``split_k`` programs per output tile each take a
   contiguous range of groups and write FP32 partials ``[split_k, M, N]``; a second kernel adds them
   in the fixed order ``0, 1, ..., split_k - 1`` and rounds once. No atomics: bit-identical run to
@@ -43,12 +46,19 @@ from dataclasses import dataclass
 
 import torch
 import triton
-import triton.language as tl
 
 from .._checks import HALF_DTYPES, check_same_device, check_tensor
 from .._device import device_info, interpreter_enabled
 from ..quant import Int4Weight, check_group_size
 from ._launch import empty, launch
+from .int4_kernels import (  # noqa: F401  (the decode strings: tests and experiments read them)
+    _DECODE_BF16,
+    _DECODE_F16,
+    _MAGIC_F32,
+    _int4_grad_input_kernel,
+    _int4_mm_kernel,
+    _splitk_reduce_kernel,
+)
 from .work import Work, esize
 
 __all__ = [
@@ -74,19 +84,33 @@ FMA_MAX_M = 1
 FMA_BLOCK_N = 64  # 64 rows / 64 threads: each thread decodes 4 rows per x value it converts
 FMA_NUM_WARPS = 2  # 123 registers -> up to 8 programs per SM
 FMA_K_PER_ITER = 128  # K values per FMA step: 64 rows x 64 B = 4 KB of weight per program per step
-# Enough programs to hide DRAM latency: each FMA program keeps ~2 x 4 KB of weight loads in flight
-# and an SM needs ~20 KB in flight (4.8 TB/s x ~0.6 us / 132 SMs): about 3 programs per SM.
-PROGRAMS_PER_SM = 3
+# The tiled path (M > 16) splits K to 0.75 programs per SM, or to 2 per SM when the output has
+# fewer than SM / 4 tiles. On the H200 (results/int4-gemv-h200/r2.json, us by split):
+# 64 tiles: 256x4096x4096 s1 46.9 / s2 29.4 / s4 33.5, 256x4096x14336 157.0 / 83.8 / 99.8,
+# 128x8192x8192 79.5 / 48.0 / 66.2 (s4), 64x8192x8192 65.1 / 38.4 / 49.0 (s8);
+# 112-224 tiles: no split won (256x14336x4096 90.2 against 103.1 at s2, 64x14336x4096 34.6 / 40.4);
+# 32 tiles: 64x4096x14336 s1 118.9 / s2 64.3 / s8 40.9, 64x4096x4096 s2 21.1 / s4 13.8.
+PROGRAMS_PER_SM = 0.75
+FEW_TILES_PER_SM = 0.25
+FEW_TILES_PROGRAMS_PER_SM = 2
 MIN_GROUPS_PER_SPLIT = 8  # each split streams >= 8 groups: its prologue and partial stay small
 MAX_SPLIT_K = 16
 # The GEMV paths want more programs: on the H200 (results/gemm-tuning-h200/round1.json, FMA, 64
 # rows x 2 warps) time fell with the program count up to ~900 (1x28672x8192: 448 programs 67.8
 # us, 896 58.1, 1792 59.4; 1x14336x4096: 224 / 448 / 896 -> 28.9 / 20.4 / 18.8; 1x8192x8192:
 # 128 / 256 / 512 -> 50.3 / 30.6 / 21.1; 1x4096x4096, 4 splits of 8 groups 8.9 us, 2 of 16 13.3),
-# so they split up to 6 programs per SM. The tensor-core GEMV was measured up to split 4 (best at
-# 4 on 5 of 6 shapes, explore2.json): it splits no further.
+# so they split up to 6 programs per SM.
 GEMV_PROGRAMS_PER_SM = 6
-GEMV_DOT_MAX_SPLIT_K = 4
+# The tensor-core GEMV (2 <= M <= 16): 256 rows x 4 warps per program, split K to the smallest
+# power of two that gives >= 1.5 programs per SM, down to 2 groups per split. On the H200
+# (results/int4-gemv-h200/r1.json, batch 4, us at 112-128 / 224-256 / 448-512 programs):
+# 28672x8192 78.6 / 61.9 / 64.6, 8192x8192 23.9 / 21.9 / 25.0, 14336x4096 23.2 / 20.4 / 23.2,
+# 4096x14336 23.2 / 20.8 (split 16, 7 groups each); batch 1 and 16 the same. More programs than
+# ~2 per SM made every shape slower.
+GEMV_DOT_BLOCK_N = 256
+GEMV_DOT_PROGRAMS_PER_SM = 1.5
+GEMV_DOT_MIN_GROUPS_PER_SPLIT = 2
+GEMV_DOT_MAX_SPLIT_K = 16
 # The tensor-core GEMV (2 <= M <= 16) with the PTX nibble decode and the weight as the dot's B
 # operand: on the H200 (results/gemm-tuning-h200/explore2.json, 128 rows, split 4) 56.4 us at
 # 4x28672x8192 (tinygemm 91.0, the Triton-op decode with the weight as A 79.0) and 59.1 us at
@@ -98,6 +122,17 @@ ONE_ROW_BROADCAST = False
 # GEMV plans (block_m 16) use it and the PTX decode: the tiled plans (M > 16) were no faster with
 # either (64x28672x8192: 131.4 us plain, 136.4 PTX decode; 256x28672x8192: 338.8 / 345.2).
 WEIGHT_AS_B = True
+# The tiled path (M > 16) with the PTX decode.
+TILED_ASM_DECODE = False
+# The tiled path (M > 16) with the weight as B (decoded into shared memory for wgmma, x the A side).
+TILED_WEIGHT_AS_B = False
+# Tensor-core paths: the even-k and odd-k halves of each group as two dots (no interleave). It
+# cuts the GEMV loop from 3.55 to 2.79 SASS instructions per weight value (128 rows) and to 2.47
+# (256 rows; experiments/int4_sass.py), but times moved within noise (r1.json): the loop is not
+# issue-bound. Kept on the GEMV path, where it is never slower.
+SPLIT_HALVES = True
+# Tensor-core paths: decode to q + offset and correct each group by offset * sum(x).
+FOLD_OFFSET = False
 
 
 def _pow2_floor(n: int) -> int:
@@ -153,13 +188,15 @@ class Int4Plan:
 
         1. M == 1 (and group_size % 8 == 0): FMA GEMV, ``block_n = 64`` with 2 warps,
            ``FMA_K_PER_ITER`` (128) values of K per step.
-           2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 128``.
+           2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 256`` (4 warps).
            M > 16: tiled, ``block_m = min(128, next_pow2(M))``, ``block_n = 128``.
            ``block_n`` never exceeds ``next_pow2(N)`` (>= 16).
         2. Split K (doubling, at most ``MAX_SPLIT_K``) while the output tiles alone give fewer than
-           ``PROGRAMS_PER_SM * sm_count`` programs and every split keeps at least
-           ``MIN_GROUPS_PER_SPLIT`` groups (GEMV paths: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
-           GEMV at most ``GEMV_DOT_MAX_SPLIT_K``).
+           ``PROGRAMS_PER_SM * sm_count`` programs (tiled; ``FEW_TILES_PROGRAMS_PER_SM`` when there
+           are fewer than ``FEW_TILES_PER_SM * sm_count`` tiles) and every split keeps at least
+           ``MIN_GROUPS_PER_SPLIT`` groups (FMA GEMV: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
+           GEMV: ``GEMV_DOT_PROGRAMS_PER_SM``, ``GEMV_DOT_MIN_GROUPS_PER_SPLIT``, at most
+           ``GEMV_DOT_MAX_SPLIT_K``).
         """
         # A symbolic M (torch.compile, dynamic shapes) is made concrete: the plan depends on it,
         # so the compiled graph guards on it (a new M recompiles rather than picking a wrong plan).
@@ -178,8 +215,7 @@ class Int4Plan:
                 num_stages=1,
             )
         elif M <= GEMV_MAX_M:
-            # 128 rows: 56.4 us at 4x28672x8192 vs 66.7 with 64 (explore2.json)
-            plan = dict(block_m=16, block_n=min(128, n_cap), num_stages=3)
+            plan = dict(block_m=16, block_n=min(GEMV_DOT_BLOCK_N, n_cap), num_stages=3)
         else:
             bm = min(128, max(16, triton.next_power_of_2(M)))
             # 8 warps from 64 rows up: 64x128 with 4 warps spills (255 registers) on sm_90.
@@ -187,382 +223,24 @@ class Int4Plan:
                 block_m=bm, block_n=min(128, n_cap), num_warps=8 if bm >= 64 else 4, num_stages=3
             )
         tiles = triton.cdiv(max(M, 1), plan["block_m"]) * triton.cdiv(N, plan["block_n"])
-        gemv = plan["block_m"] <= GEMV_MAX_M
-        per_sm = GEMV_PROGRAMS_PER_SM if gemv else PROGRAMS_PER_SM
-        max_split = GEMV_DOT_MAX_SPLIT_K if plan["block_m"] == 16 else MAX_SPLIT_K
+        if plan["block_m"] == 16:
+            per_sm, min_groups, max_split = (
+                GEMV_DOT_PROGRAMS_PER_SM, GEMV_DOT_MIN_GROUPS_PER_SPLIT, GEMV_DOT_MAX_SPLIT_K
+            )  # fmt: skip
+        elif plan["block_m"] == 1:
+            per_sm, min_groups, max_split = GEMV_PROGRAMS_PER_SM, MIN_GROUPS_PER_SPLIT, MAX_SPLIT_K
+        else:
+            few = tiles < FEW_TILES_PER_SM * sm_count
+            per_sm = FEW_TILES_PROGRAMS_PER_SM if few else PROGRAMS_PER_SM
+            min_groups, max_split = MIN_GROUPS_PER_SPLIT, MAX_SPLIT_K
         split = 1
         while (
             tiles * split < per_sm * sm_count
-            and n_groups >= 2 * split * MIN_GROUPS_PER_SPLIT
+            and n_groups >= 2 * split * min_groups
             and split < max_split
         ):
             split *= 2
         return cls(split_k=split, **plan)
-
-
-# --------------------------------------------------------------------------------------------
-# Kernels
-
-
-# FMA GEMV nibble decoding. The weight is read as int32 words (8 nibbles, k = 8*word + i). After
-# w ^= 0x88888888 every nibble holds u = q + 8. For a nibble at bit position 4p (p <= 4), the
-# float with bits (w & (0xF << 4p)) | 0x4B000000 is exactly 2**23 + u * 16**p, so subtracting
-# C_p = 2**23 + 8 * 16**p leaves q * 16**p: one LOP3 (the magic is a register operand) and one FADD
-# per value, no shifts, no byte extraction, no int->float conversion. x is pre-scaled by 16**-p, so
-# the FFMA accumulates exactly q * x. Nibbles 5..7 are reached by one shift of the word by 12.
-_MAGIC_F32 = 0x4B000000
-_XOR8 = tl.constexpr(-0x77777778)  # 0x88888888 as an int32
-
-
-@triton.jit
-def _nib(w, MASK: tl.constexpr, magic, C: tl.constexpr):
-    return ((w & MASK) | magic).to(tl.float32, bitcast=True) - C
-
-
-@triton.jit
-def _fma_load(w_ptrs, x_ptrs, s_ptrs, g0, g_limit,
-              GROUP: tl.constexpr, WPAD: tl.constexpr, GPI: tl.constexpr):  # fmt: skip
-    """One K step of the FMA GEMV (groups g0 .. g0 + GPI - 1): weight words [BN, GPI, WPAD],
-    x [GPI, WPAD, 8], scales [BN, GPI]. Groups at or past ``g_limit`` (the end of this program's
-    range) load nothing and read as zeros."""
-    WORDS: tl.constexpr = GROUP // 8
-    gmask = (g0 + tl.arange(0, GPI)) < g_limit
-    if WPAD == WORDS:
-        wmask = gmask[None, :, None]
-        xmask = gmask[:, None, None]
-    else:  # group_size / 8 not a power of two: pad the group's words
-        wi = tl.arange(0, WPAD)
-        wmask = gmask[None, :, None] & (wi < WORDS)[None, None, :]
-        xmask = gmask[:, None, None] & (wi < WORDS)[None, :, None]
-    b = tl.load(w_ptrs, mask=wmask, other=0)
-    xv = tl.load(x_ptrs, mask=xmask, other=0.0)
-    sc = tl.load(s_ptrs, mask=gmask[None, :], other=0.0)
-    return b, xv, sc
-
-
-@triton.jit
-def _fma_step(b, xv, sc, xscale, magic, GPI: tl.constexpr, WPAD: tl.constexpr):
-    """One K step of the FMA GEMV: sum over GPI groups of scale * sum(q * x), per row."""
-    x8 = xv.to(tl.float32) * xscale[None, None, :]
-    xa, xb = tl.split(tl.reshape(x8, (GPI, WPAD, 4, 2)))  # i even / odd
-    xa0, xa1 = tl.split(tl.reshape(xa, (GPI, WPAD, 2, 2)))  # i in {0, 4} / {2, 6}
-    xb0, xb1 = tl.split(tl.reshape(xb, (GPI, WPAD, 2, 2)))  # i in {1, 5} / {3, 7}
-    x0, x4 = tl.split(xa0)
-    x2, x6 = tl.split(xa1)
-    x1, x5 = tl.split(xb0)
-    x3, x7 = tl.split(xb1)
-    w = b ^ _XOR8
-    wh = w >> 12
-    t = _nib(w, 0xF, magic, 8388616.0) * x0[None, :, :]
-    t += _nib(w, 0xF0, magic, 8388736.0) * x1[None, :, :]
-    t += _nib(w, 0xF00, magic, 8390656.0) * x2[None, :, :]
-    t += _nib(w, 0xF000, magic, 8421376.0) * x3[None, :, :]
-    t += _nib(w, 0xF0000, magic, 8912896.0) * x4[None, :, :]
-    t += _nib(wh, 0xF00, magic, 8390656.0) * x5[None, :, :]
-    t += _nib(wh, 0xF000, magic, 8421376.0) * x6[None, :, :]
-    t += _nib(wh, 0xF0000, magic, 8912896.0) * x7[None, :, :]
-    p = tl.sum(t, axis=2)  # [BN, GPI]: one group's sum of q * x per row
-    return tl.sum(p * sc.to(tl.float32), axis=1)
-
-
-@triton.jit
-def _gemv_fma(x_ptr, w_ptr, s_ptr, row, offs_n, it_start, it_end, n_groups, magic,
-              stride_xm, stride_xk, stride_wn, stride_sn,
-              GROUP: tl.constexpr, WPAD: tl.constexpr, BLOCK_N: tl.constexpr,
-              GPI: tl.constexpr):  # fmt: skip
-    # Per step: read BLOCK_N x GPI x GROUP/2 weight bytes (the DRAM stream) + BLOCK_N x GPI scales
-    # + GPI*GROUP x values (L1/L2). Per weight value: LOP3 + FADD + FFMA, plus 1/8 of (xor, shift,
-    # word sum) and x's conversion shared by the 4 rows a thread holds: ~4.5 SASS instructions.
-    WORDS: tl.constexpr = GROUP // 8
-    gi = tl.arange(0, GPI)
-    wi = tl.arange(0, WPAD)
-    ei = tl.arange(0, 8)
-    rows = offs_n.to(tl.int64)
-    g_start = it_start * GPI
-    w_ptrs = (
-        w_ptr
-        + rows[:, None, None] * stride_wn
-        + g_start * WORDS
-        + (gi[None, :, None] * WORDS + wi[None, None, :])
-    )
-    s_ptrs = s_ptr + rows[:, None] * stride_sn + g_start + gi[None, :]
-    koff = g_start * GROUP + gi[:, None, None] * GROUP + wi[None, :, None] * 8 + ei[None, None, :]
-    x_ptrs = x_ptr + row.to(tl.int64) * stride_xm + koff.to(tl.int64) * stride_xk
-    # x[k = 8w + i] is multiplied by 16**-p(i), p = (0, 1, 2, 3, 4, 2, 3, 4)[i] (exact scaling).
-    pos = ei - 3 * (ei >= 5).to(tl.int32)
-    xscale = ((127 - 4 * pos) << 23).to(tl.float32, bitcast=True)  # 2**(-4p), built exactly
-    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    g_limit = tl.minimum(it_end * GPI, n_groups)
-    # Register double-buffering: the next step's loads are issued before this step's math.
-    # (A plain loop is not software-pipelined by Triton here: no cp.async in its SASS.)
-    b, xv, sc = _fma_load(w_ptrs, x_ptrs, s_ptrs, g_start, g_limit, GROUP, WPAD, GPI)
-    for it in range(it_start, it_end):
-        w_ptrs += GPI * WORDS
-        x_ptrs += GPI * GROUP * stride_xk
-        s_ptrs += GPI
-        b_nx, x_nx, s_nx = _fma_load(
-            w_ptrs, x_ptrs, s_ptrs, (it + 1) * GPI, g_limit, GROUP, WPAD, GPI
-        )
-        acc += _fma_step(b, xv, sc, xscale, magic, GPI, WPAD)
-        b, xv, sc = b_nx, x_nx, s_nx
-    return acc
-
-
-# PTX decode of 4 packed bytes (one 32-bit register, pack=4) into 8 values, two per 32-bit
-# register: PRMT spreads bytes (b0, b1) and (b2, b3) into the two halves of a register, LOP3
-# computes ((b & 0xF) ^ 0x8) | magic per half in one instruction (magic 0x4300: BF16 128 + u,
-# 0x6400: FP16 1024 + u, u = q + 8), and one packed FMA subtracts (136 | 1032): 12 instructions per
-# 8 values, against ~4 per value for the same steps in Triton's 16-bit integer ops. Elementwise per
-# byte: output lo[j] / hi[j] is the low / high nibble of input byte j.
-_DECODE_ASM = """{
-.reg .b32 z, m, one, neg, t0, t1, s0, s1;
-mov.b32 z, 0;
-mov.b32 m, MAGIC;
-mov.b32 one, ONE;
-mov.b32 neg, NEG;
-prmt.b32 t0, $4, z, 0x4140;
-prmt.b32 t1, $4, z, 0x4342;
-shr.u32 s0, t0, 4;
-shr.u32 s1, t1, 4;
-lop3.b32 t0, t0, 0x000F000F, m, 0x6A;
-lop3.b32 t1, t1, 0x000F000F, m, 0x6A;
-lop3.b32 s0, s0, 0x000F000F, m, 0x6A;
-lop3.b32 s1, s1, 0x000F000F, m, 0x6A;
-fma.rn.TY $0, t0, one, neg;
-fma.rn.TY $1, t1, one, neg;
-fma.rn.TY $2, s0, one, neg;
-fma.rn.TY $3, s1, one, neg;
-}"""
-# One line: Inductor copies constexpr strings into the source it generates for a traced kernel,
-# where a newline inside the string literal is a syntax error (torch.compile of int4_linear).
-_DECODE_ASM = " ".join(_DECODE_ASM.split())
-_DECODE_BF16 = tl.constexpr(
-    _DECODE_ASM.replace("MAGIC", "0x43084308").replace("ONE", "0x3F803F80")
-    .replace("NEG", "0xC308C308").replace("TY", "bf16x2")
-)  # fmt: skip
-_DECODE_F16 = tl.constexpr(
-    _DECODE_ASM.replace("MAGIC", "0x64086408").replace("ONE", "0x3C003C00")
-    .replace("NEG", "0xE408E408").replace("TY", "f16x2")
-)  # fmt: skip
-
-
-@triton.jit
-def _dequant16(b, R: tl.constexpr, H: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr,
-               ASM: tl.constexpr = False):  # fmt: skip
-    """uint8 bytes [R, H] -> the exact integers q as an [R, 2H] tile in k order (byte j holds
-    k = 2j and 2j + 1), 16-bit in x's dtype (FP32 under the interpreter, whose BF16 dot is wrong)."""
-    if UPCAST:
-        bi = b.to(tl.int32)
-        lo = ((bi & 0xF) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
-        hi = ((bi >> 4) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
-    elif ASM:
-        if X_BF16:
-            lo, hi = tl.inline_asm_elementwise(
-                _DECODE_BF16, "=r,=r,=r,=r,r", [b], dtype=(tl.bfloat16, tl.bfloat16),
-                is_pure=True, pack=4,
-            )  # fmt: skip
-        else:
-            lo, hi = tl.inline_asm_elementwise(
-                _DECODE_F16, "=r,=r,=r,=r,r", [b], dtype=(tl.float16, tl.float16),
-                is_pure=True, pack=4,
-            )  # fmt: skip
-    else:
-        bi = b.to(tl.int16)
-        if X_BF16:  # bits 0x4300 + u = 128 + u in BF16
-            lo = ((bi & 0xF) ^ 0x4308).to(tl.bfloat16, bitcast=True) - 136.0
-            hi = ((bi >> 4) ^ 0x4308).to(tl.bfloat16, bitcast=True) - 136.0
-        else:  # bits 0x6400 + u = 1024 + u in FP16
-            lo = ((bi & 0xF) ^ 0x6408).to(tl.float16, bitcast=True) - 1032.0
-            hi = ((bi >> 4) ^ 0x6408).to(tl.float16, bitcast=True) - 1032.0
-    return tl.reshape(tl.join(lo, hi), (R, 2 * H))
-
-
-@triton.jit
-def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
-              stride_xm, stride_xk, stride_wn, stride_sn,
-              GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-              BLOCK_N: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr,
-              ASM: tl.constexpr, ONE_ROW: tl.constexpr, W_AS_B: tl.constexpr = False):  # fmt: skip
-    # Per group: read BLOCK_N x GROUP/2 weight bytes + BLOCK_N scales (DRAM stream) and the
-    # GROUP x BLOCK_M slice of x (L2); one [BLOCK_N, GROUP] x [GROUP, BLOCK_M] tensor-core product.
-    HALF: tl.constexpr = GROUP // 2
-    jj = tl.arange(0, HALF_PAD)
-    cc = tl.arange(0, 2 * HALF_PAD)
-    w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn + g_start * HALF + jj[None, :]
-    x_ptrs = (
-        x_ptr
-        + (g_start * GROUP + cc).to(tl.int64)[:, None] * stride_xk
-        + offs_m.to(tl.int64)[None, :] * stride_xm
-    )
-    # ONE_ROW (M == 1): x is one row, loaded once per group and broadcast to the dot's 16 columns
-    x1_ptrs = x_ptr + (g_start * GROUP + cc).to(tl.int64) * stride_xk
-    s_ptrs = s_ptr + offs_n.to(tl.int64) * stride_sn + g_start
-    if W_AS_B:
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    else:
-        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for _ in range(g_start, g_end):
-        if HALF_PAD == HALF:
-            b = tl.load(w_ptrs)
-            if ONE_ROW:
-                xt = tl.broadcast_to(tl.load(x1_ptrs)[:, None], (2 * HALF_PAD, BLOCK_M))
-            else:
-                xt = tl.load(x_ptrs)
-        else:
-            b = tl.load(w_ptrs, mask=(jj < HALF)[None, :], other=0)
-            if ONE_ROW:
-                xv = tl.load(x1_ptrs, mask=cc < GROUP, other=0.0)
-                xt = tl.broadcast_to(xv[:, None], (2 * HALF_PAD, BLOCK_M))
-            else:
-                xt = tl.load(x_ptrs, mask=(cc < GROUP)[:, None], other=0.0)
-        x1_ptrs += GROUP * stride_xk
-        sc = tl.load(s_ptrs).to(tl.float32)
-        w_ptrs += HALF
-        x_ptrs += GROUP * stride_xk
-        s_ptrs += 1
-        wq = _dequant16(b, BLOCK_N, HALF_PAD, X_BF16, UPCAST, ASM)
-        if UPCAST:
-            xt = xt.to(tl.float32)
-        if W_AS_B:  # x as the dot's A side (M x K), the decoded weight as B (K x N): acc is y
-            acc += tl.dot(tl.trans(xt), tl.trans(wq)) * sc[None, :]
-        else:  # exact integer weights: the scale is applied once per group
-            acc += tl.dot(wq, xt) * sc[:, None]
-    if W_AS_B:
-        out = tl.trans(acc)
-    else:
-        out = acc
-    return out
-
-
-@triton.jit(do_not_specialize=["M", "magic"])
-def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
-                    stride_xm, stride_xk, stride_wn, stride_sn, stride_ym, stride_yn,
-                    GROUP: tl.constexpr, HALF_PAD: tl.constexpr, WPAD: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GPI: tl.constexpr,
-                    SPLIT_K: tl.constexpr, X_BF16: tl.constexpr,
-                    UPCAST: tl.constexpr, ASM: tl.constexpr = False,
-                    ONE_ROW: tl.constexpr = False, W_AS_B: tl.constexpr = False):  # fmt: skip
-    # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K, write y M*N; with
-    # SPLIT_K > 1 also write + read SPLIT_K*M*N FP32 partials. FLOPs 2*M*N*K.
-    # w_ptr: the packed weight as int32 words (BLOCK_M == 1) or bytes (tensor-core paths);
-    # stride_wn counts those elements. magic = 0x4B000000, a runtime value so that it sits in a
-    # register and each nibble decodes with one LOP3 (an immediate would split it in two).
-    pid = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    pid_m = pid % num_pid_m  # M-tiles of one N-tile run together: its weight bytes stay in L2
-    pid_n = pid // num_pid_m
-    n_groups = K // GROUP
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rows_n = offs_n % N  # wrapped: the last tile re-reads valid rows, only the store is masked
-    if BLOCK_M == 1:
-        n_iters = tl.cdiv(n_groups, GPI)
-        per_split = tl.cdiv(n_iters, SPLIT_K)
-        it_start = pid_k * per_split
-        it_end = tl.minimum(it_start + per_split, n_iters)
-        acc = _gemv_fma(x_ptr, w_ptr, s_ptr, pid_m, rows_n, it_start, it_end, n_groups, magic,
-                        stride_xm, stride_xk, stride_wn, stride_sn,
-                        GROUP, WPAD, BLOCK_N, GPI)  # fmt: skip
-        n_mask = offs_n < N
-        if SPLIT_K == 1:
-            y_ptrs = y_ptr + pid_m.to(tl.int64) * stride_ym + offs_n.to(tl.int64) * stride_yn
-            tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
-        else:
-            p_ptrs = part_ptr + (pid_k * M + pid_m).to(tl.int64) * N + offs_n
-            tl.store(p_ptrs, acc, mask=n_mask)
-    else:
-        per_split = tl.cdiv(n_groups, SPLIT_K)
-        g_start = pid_k * per_split
-        g_end = tl.minimum(g_start + per_split, n_groups)
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        acc = _tile_dot(x_ptr, w_ptr, s_ptr, offs_m % M, rows_n, g_start, g_end,
-                        stride_xm, stride_xk, stride_wn, stride_sn,
-                        GROUP, HALF_PAD, BLOCK_M, BLOCK_N, X_BF16, UPCAST, ASM,
-                        ONE_ROW, W_AS_B)  # fmt: skip
-        mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
-        if SPLIT_K == 1:
-            y_ptrs = (
-                y_ptr
-                + offs_m.to(tl.int64)[None, :] * stride_ym
-                + offs_n.to(tl.int64)[:, None] * stride_yn
-            )
-            tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
-        else:
-            p_ptrs = (
-                part_ptr
-                + (pid_k * M + offs_m).to(tl.int64)[None, :] * N
-                + offs_n.to(tl.int64)[:, None]
-            )
-            tl.store(p_ptrs, acc, mask=mask)
-
-
-@triton.jit
-def _splitk_reduce_kernel(part_ptr, y_ptr, total, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
-    # I/O: read SPLIT_K*M*N FP32 partials, write M*N outputs. Fixed order 0..SPLIT_K-1: deterministic.
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < total
-    acc = tl.load(part_ptr + offs, mask=mask, other=0.0)
-    for s in tl.static_range(1, SPLIT_K):
-        acc += tl.load(part_ptr + s * total + offs, mask=mask, other=0.0)
-    tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit(do_not_specialize=["M"])
-def _int4_grad_input_kernel(g_ptr, w_ptr, s_ptr, dx_ptr, M, N, K,
-                            stride_gm, stride_gn, stride_wn, stride_sn, stride_dm, stride_dk,
-                            GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-                            BLOCK_N: tl.constexpr, X_BF16: tl.constexpr,
-                            UPCAST: tl.constexpr):  # fmt: skip
-    # I/O (compulsory): read grad_out M*N + packed N*K/2 B + scales N*K/GROUP, write dx M*K.
-    # Each program owns dx[BLOCK_M rows, one group of columns] and reduces over all N.
-    # FLOPs 2*M*N*K (issued twice on tensor cores: the hi and lo halves of the exact weight).
-    HALF: tl.constexpr = GROUP // 2
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    pid_m = pid % num_pid_m
-    grp = pid // num_pid_m
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rows_m = (offs_m % M).to(tl.int64)
-    jj = tl.arange(0, HALF_PAD)
-    cc = tl.arange(0, 2 * HALF_PAD)
-    rn = tl.arange(0, BLOCK_N)
-    acc = tl.zeros((BLOCK_M, 2 * HALF_PAD), dtype=tl.float32)
-    for n0 in range(0, N, BLOCK_N):
-        offs_n = n0 + rn
-        wrapped = (offs_n % N).to(tl.int64)  # valid rows for the weight; grad_out is zero past N
-        g = tl.load(
-            g_ptr + rows_m[:, None] * stride_gm + offs_n.to(tl.int64)[None, :] * stride_gn,
-            mask=(offs_n < N)[None, :],
-            other=0.0,
-        )
-        w_ptrs = w_ptr + wrapped[:, None] * stride_wn + grp * HALF + jj[None, :]
-        if HALF_PAD == HALF:
-            b = tl.load(w_ptrs)
-        else:
-            b = tl.load(w_ptrs, mask=(jj < HALF)[None, :], other=0)
-        sc = tl.load(s_ptr + wrapped * stride_sn + grp).to(tl.float32)
-        bi = b.to(tl.int32)
-        lo = ((bi & 0xF) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
-        hi = ((bi >> 4) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
-        w = tl.reshape(tl.join(lo, hi), (BLOCK_N, 2 * HALF_PAD)) * sc[:, None]  # exact in FP32
-        w_hi = w.to(g.dtype)
-        w_lo = (w - w_hi.to(tl.float32)).to(g.dtype)  # w_hi + w_lo == w exactly
-        if UPCAST:
-            g32 = g.to(tl.float32)
-            acc = tl.dot(g32, w_hi.to(tl.float32), acc)
-            acc = tl.dot(g32, w_lo.to(tl.float32), acc)
-        else:
-            acc = tl.dot(g, w_hi, acc)
-            acc = tl.dot(g, w_lo, acc)
-    col = grp * GROUP + cc
-    dx_ptrs = (
-        dx_ptr + offs_m.to(tl.int64)[:, None] * stride_dm + col.to(tl.int64)[None, :] * stride_dk
-    )
-    tl.store(
-        dx_ptrs,
-        acc.to(dx_ptr.dtype.element_ty),
-        mask=(offs_m[:, None] < M) & (cc[None, :] < GROUP),
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -642,6 +320,23 @@ def _check_plan(plan, M, N, K, group_size, sm_count) -> Int4Plan:
     return plan
 
 
+def _decode_flags(plan: Int4Plan, M: int, group_size: int) -> dict:
+    """The tensor-core paths' decode options (module flags, per path) as kernel constexprs."""
+    if plan.block_m == 1:
+        return dict(ASM=False, ONE_ROW=False, W_AS_B=False, HALVES=False, FOLD=False)
+    gemv = plan.block_m <= GEMV_MAX_M
+    w_as_b = WEIGHT_AS_B if gemv else TILED_WEIGHT_AS_B
+    return dict(
+        ASM=(USE_ASM_DECODE if gemv else TILED_ASM_DECODE) and not interpreter_enabled(),
+        ONE_ROW=ONE_ROW_BROADCAST and M == 1,
+        W_AS_B=w_as_b,
+        # on the tiled path the halves go with the weight-as-B form only (with the weight as
+        # wgmma's register A they were slower: r1.json, 64x28672x8192 175.9 us against 134.2)
+        HALVES=SPLIT_HALVES and (gemv or w_as_b) and _half_pad(group_size) >= 16,
+        FOLD=FOLD_OFFSET,
+    )
+
+
 def int4_linear_packed(
     x: torch.Tensor,
     packed: torch.Tensor,
@@ -684,9 +379,7 @@ def int4_linear_packed(
         GROUP=group_size, HALF_PAD=_half_pad(group_size),
         WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
         BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
-        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, ASM=USE_ASM_DECODE and not interpreter_enabled() and 1 < plan.block_m <= GEMV_MAX_M,
-        ONE_ROW=ONE_ROW_BROADCAST and M == 1 and plan.block_m > 1,
-        W_AS_B=WEIGHT_AS_B and 1 < plan.block_m <= GEMV_MAX_M,
+        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, **_decode_flags(plan, M, group_size),
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )  # fmt: skip
     if plan.split_k > 1:
