@@ -119,6 +119,23 @@ case "${1:-}" in
     tests_part
     wait
     ;;
-  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests"; exit 2 ;;
+  final1)  # carries .whl: the GPU tests alone, then host mode, then the decode example
+    install_wheels
+    tests_part
+    bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    mkdir -p "$OUT/decode"
+    echo "[$(stamp)] decode example"
+    timeout -k 5 "${DECODE_S:-60}" python3 examples/decode_tokens.py --modes eager,graphs --tokens 32 \
+      --reps 3 --out "$OUT/decode/decode_tokens.json" >"$OUT/decode/decode.log" 2>&1
+    echo "decode exit $?" >>"$OUT/decode/decode.log"; tail -n 12 "$OUT/decode/decode.log"
+    pack decode
+    ;;
+  final2)  # carries .whl and .peers/c (Liger): gemm/int4/add, then the wide-row cases (cold lane)
+    install_wheels .peers/c/liger_kernel-*.whl
+    bench_part fwd-gemm-int4 200 --ops gemm,int4_linear,add --max-minutes 2.7
+    bench_part fwd-rows-wide 170 --ops softmax,add_rms_norm,row_sum --lanes cold --max-minutes 2.4 \
+      --shapes '*x32000,*x32769,*x50257,*x65537,*x128256,*x131072,*x151936,*x262144,*x1048576'
+    ;;
+  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2"; exit 2 ;;
 esac
 ls -la "$OUT"
