@@ -143,8 +143,10 @@ class RowPlan:
     align: bool = True
 
     def __post_init__(self):
-        if self.kind not in ("resident", "looped", "split"):
-            raise ValueError(f"plan kind must be resident, looped or split, got {self.kind!r}")
+        if self.kind not in ("resident", "looped", "split", "coop"):
+            raise ValueError(
+                f"plan kind must be resident, looped, split or coop, got {self.kind!r}"
+            )
         if self.block < 1 or self.block & (self.block - 1):
             raise ValueError(f"plan block must be a power of two, got {self.block}")
         if self.rows < 1 or self.rows & (self.rows - 1):
@@ -167,6 +169,11 @@ class RowPlan:
         """Power of two covering any chunk count this width can have (depends on the width and
         block only, so a new row count never compiles a new merge kernel)."""
         return triton.next_power_of_2(min(triton.cdiv(width, self.block), MAX_SPLIT))
+
+    def coop_chunks(self, width: int, aligned_path: bool) -> int:
+        """Programs per row of a cooperative plan: blocks covering the row's body (at most
+        ``width // 8 * 8`` elements on the aligned path, whose edge goes with chunk 0)."""
+        return triton.cdiv(width // 8 * 8 if aligned_path else width, self.block)
 
     def n_chunks(self, width: int) -> int:
         return triton.cdiv(width, self.chunk(width)) if self.kind == "split" else 1
@@ -213,6 +220,12 @@ class RowPlan:
             evict=evict,
             lane_stats=lane_stats,
         )
+
+    @staticmethod
+    def coop(block: int, num_warps: int | None = None) -> RowPlan:
+        """Cooperative split: ``block``-wide chunks of a row, one program each, the chunk held
+        in registers while the row's statistics are exchanged through global memory."""
+        return RowPlan("coop", block, num_warps or _softmax_warps(block))
 
     @staticmethod
     def split_for(
