@@ -57,13 +57,9 @@ def plans_for(op, rows, n):
             coop = [(2048, 4), (4096, 4), (4096, 8), (8192, 8), (8192, 16)]
             coop += [(16384, 16)] if n > 32769 else []
         out += [RowPlan.coop(b, w) for b, w in coop if b < n]
-    else:
-        if n > 8193:
-            out += [RowPlan.looped(8192, 16), RowPlan.looped(4096, 8, programs_per_sm=4)]
-            out += [
-                RowPlan.split_for(rows, n, SM, 4096, 16),
-                RowPlan.split_for(rows, n, SM, 8192, 8),
-            ]
+    elif n > 8193:
+        out += [RowPlan.looped(8192, 16), RowPlan.split_for(rows, n, SM, 4096, 16)]
+        out += [RowPlan.coop(b, w) for b, w in ((4096, 4), (8192, 8), (16384, 8)) if b < n]
     seen, uniq = set(), []
     for p in out:
         if p not in seen:
@@ -74,7 +70,7 @@ def plans_for(op, rows, n):
 
 def cases_all():
     """Priority order (the budget guard cuts from the end): wide DRAM-bound, few rows, narrow."""
-    out = []
+    out = [("softmax", 4096, 131072), ("rms", 4096, 131072)]  # 2-4 GB: the largest checks
     for n in WIDE:
         for op in OPS:
             out.append((op, dram_rows(op, n), n))
