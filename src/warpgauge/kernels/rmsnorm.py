@@ -255,19 +255,20 @@ def _coop_fallback(x_ptr, r_ptr, xs, rs, ob, blen, ecol, em, v, h_ty, G: tl.cons
     k = tl.arange(0, v.shape[0])
     offs = tl.arange(0, BLOCK // 8)
     for j in range(0, G):
-        emj = em & (ecol < tl.where(j == 0, 1 << 30, 0))
-        xe = tl.load(x_ptr + ob + ecol, mask=emj, other=0.0).to(tl.float32)
-        re = tl.load(r_ptr + ob + ecol, mask=emj, other=0.0).to(tl.float32)
-        he = (xe + re).to(h_ty).to(tl.float32)
-        acc = tl.zeros([BLOCK // 8], tl.float32)
-        for q in range(0, BLOCK, BLOCK // 8):
-            idx = j * BLOCK + q + offs
-            x = tl.load(x_ptr + xs + idx, mask=idx < blen, other=0.0).to(tl.float32)
-            r = tl.load(r_ptr + rs + idx, mask=idx < blen, other=0.0).to(tl.float32)
-            h = (x + r).to(h_ty).to(tl.float32)
-            acc += h * h
-        ss = tl.sum(acc, 0) + tl.sum(he * he, 0)
-        v = tl.where(k == j, pack2(tl.full([], 1.0, tl.float32), ss), v)
+        if tl.sum(tl.where(k == j, v, 0), 0) == 0:  # still missing (others keep their bits)
+            emj = em & (ecol < tl.where(j == 0, 1 << 30, 0))
+            xe = tl.load(x_ptr + ob + ecol, mask=emj, other=0.0).to(tl.float32)
+            re = tl.load(r_ptr + ob + ecol, mask=emj, other=0.0).to(tl.float32)
+            he = (xe + re).to(h_ty).to(tl.float32)
+            acc = tl.zeros([BLOCK // 8], tl.float32)
+            for q in range(0, BLOCK, BLOCK // 8):
+                idx = j * BLOCK + q + offs
+                x = tl.load(x_ptr + xs + idx, mask=idx < blen, other=0.0).to(tl.float32)
+                r = tl.load(r_ptr + rs + idx, mask=idx < blen, other=0.0).to(tl.float32)
+                h = (x + r).to(h_ty).to(tl.float32)
+                acc += h * h
+            ss = tl.sum(acc, 0) + tl.sum(he * he, 0)
+            v = tl.where(k == j, pack2(tl.full([], 1.0, tl.float32), ss), v)
     return v
 
 

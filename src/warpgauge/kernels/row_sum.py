@@ -143,11 +143,13 @@ def _row_sum_coop(
         if missing > 0:  # row-mates not scheduled in time: sum their chunks here
             offs = tl.arange(0, BLOCK // 8)
             for j in range(1, G):
-                acc = tl.zeros([BLOCK // 8], tl.float32)
-                for q in range(0, BLOCK, BLOCK // 8):
-                    jdx = j * BLOCK + q + offs
-                    acc += tl.load(x_ptr + start + jdx, mask=jdx < blen, other=0.0).to(tl.float32)
-                v = tl.where(k == j, pack2(one, tl.sum(acc, 0)), v)
+                if tl.sum(tl.where(k == j, v, 0), 0) == 0:  # still missing
+                    acc = tl.zeros([BLOCK // 8], tl.float32)
+                    for q in range(0, BLOCK, BLOCK // 8):
+                        jdx = j * BLOCK + q + offs
+                        xj = tl.load(x_ptr + start + jdx, mask=jdx < blen, other=0.0)
+                        acc += xj.to(tl.float32)
+                    v = tl.where(k == j, pack2(one, tl.sum(acc, 0)), v)
         _one, parts = unpack2(v)
         total = tl.sum(tl.where(k < G, parts, 0.0), 0)
         tl.store(y_ptr + row, total.to(y_ptr.dtype.element_ty))

@@ -293,9 +293,9 @@ def _coop_fallback(x_ptr, start, xb, blen, ecol, em, v, G: tl.constexpr, BLOCK: 
     slices sum in another order than the owner's block reduction, within rounding)."""
     k = tl.arange(0, v.shape[0])
     offs = tl.arange(0, BLOCK // 8)
-    for j in range(0, G):
-        xe = tl.load(x_ptr + xb + ecol, mask=em & (ecol < tl.where(j == 0, 1 << 30, 0)),
-                     other=float("-inf")).to(tl.float32)  # fmt: skip
+    for j in range(0, G):  # every chunk, but only the missing ones are replaced
+        emj = em & (ecol < tl.where(j == 0, 1 << 30, 0))
+        xe = tl.load(x_ptr + xb + ecol, mask=emj, other=float("-inf")).to(tl.float32)
         m = tl.max(xe, 0)
         shift = tl.where(m == float("-inf"), 0.0, m)
         s = tl.sum(tl.exp(xe - shift), 0)
@@ -303,7 +303,7 @@ def _coop_fallback(x_ptr, start, xb, blen, ecol, em, v, G: tl.constexpr, BLOCK: 
             idx = j * BLOCK + q + offs
             x = tl.load(x_ptr + start + idx, mask=idx < blen, other=float("-inf"))
             m, s = _online_update(m, s, x.to(tl.float32))
-        v = tl.where(k == j, pack2(m, s), v)
+        v = tl.where((k == j) & (v == 0), pack2(m, s), v)
     return v
 
 
