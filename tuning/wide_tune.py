@@ -31,8 +31,8 @@ DEV = "cuda"
 TRAFFIC = 256 << 20  # compulsory bytes of a DRAM-bound cell
 
 # Widths: hidden sizes and their neighbours, vocabulary sizes, widths past 65536.
-NARROW = [2047, 2048, 2049, 2880, 3584, 4095, 4097, 5120, 7168, 8191, 8193, 11008, 14336, 16383,
-          16385]  # fmt: skip
+NARROW = [2047, 2048, 2049, 2880, 3584, 4095, 4096, 4097, 5120, 7168, 8191, 8192, 8193, 11008,
+          14336, 16383, 16385]  # fmt: skip
 WIDE = [24576, 32000, 32769, 50257, 65537, 98304, 128256, 131072, 151936, 200003, 262144]
 FEW = [(64, 131072), (16, 262144), (128, 50257), (100, 65537), (4, 32769), (2, 1048576),
        (32, 151936), (256, 32000), (8, 16384)]  # fmt: skip
@@ -58,7 +58,10 @@ def plans_for(op, rows, n):
             coop = [(2048, 4), (4096, 4), (4096, 8), (8192, 8), (8192, 16)]
             coop += [(16384, 16)] if n > 32769 else []
         out += [RowPlan.coop(b, w) for b, w in coop if b < n]
-    elif n > 8193:
+    elif n <= 8193:  # resident row_sum: more warps, or two rows per program
+        w = out[0].num_warps
+        out += [RowPlan.resident(n, num_warps=min(32, 2 * w)), RowPlan.resident(n, 2, 2 * w)]
+    else:
         out += [RowPlan.looped(8192, 16), RowPlan.split_for(rows, n, SM, 4096, 16)]
         out += [RowPlan.coop(b, w) for b, w in ((4096, 4), (8192, 8), (16384, 8)) if b < n]
     seen, uniq = set(), []
