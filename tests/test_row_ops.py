@@ -186,6 +186,65 @@ def test_row_sum(rows, width, plan, dtype, device):
     assert_close(out, row_sum_ref(x, torch.float32))
 
 
+# Cooperative split plans (forward only): one program per chunk of a row, the chunk kept in
+# registers, the row's statistics exchanged through zeroed int64 slots. The interpreter runs
+# programs one after another, so a row's first programs always time out (spin 0) and compute the
+# missing statistics themselves, while its last program finds every slot published: both paths
+# run in each case.
+COOP_CASES = [
+    (3, 1001, RowPlan.coop(128, 1)),  # unaligned rows: aligned body in 8 chunks, edge on chunk 0
+    (2, 1000, RowPlan.coop(256, 2)),  # aligned rows (no edge), 4 chunks, the last one ragged
+    (4, 77, RowPlan.coop(16, 1)),  # 5 chunks of 16, heads of 0-7 elements
+    (2, 64, RowPlan.coop(64, 1)),  # one chunk per row: nothing to wait for
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows,width,plan", COOP_CASES)
+def test_coop_forward(rows, width, plan, dtype, device):
+    x = _rand((rows + 2, width), dtype, device, scale=4.0, seed=50)
+    x[0, : (3 * width) // 4] = float("-inf")  # whole chunks of -inf
+    x[1, :] = float("-inf")  # documented result: zeros
+    y = softmax_k.softmax(x, plan=plan)
+    assert torch.equal(y[1].float().cpu(), torch.zeros(width))
+    assert_close(y, softmax_ref(x), msg="softmax", relative=True)
+    x[2, width // 2] = float("nan")
+    assert torch.isnan(softmax_k.softmax(x, plan=plan)[2]).all()
+    x = _rand((rows, width), dtype, device, seed=51)
+    r = _rand((rows, width), dtype, device, seed=52)
+    w = _rand((width,), dtype, device, seed=53)
+    y, h = rms_k.add_rms_norm(x, r, w, 1e-6, plan=plan)
+    y_ref, h_ref = add_rms_norm_ref(x, r, w, 1e-6)
+    assert_close(h, h_ref, msg="h")
+    assert_close(y, y_ref, msg="y")
+    assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x), msg="row_sum")
+    out = row_sum_k.row_sum(x, torch.float32, plan=plan)
+    assert_close(out, row_sum_ref(x, torch.float32), msg="row_sum fp32")
+
+
+@pytest.mark.parametrize("rows,width,plan", COOP_CASES[:3])
+def test_coop_strided_rows(rows, width, plan, device):
+    """Rows that are a slice of wider rows: the cooperative kernels' unaligned (scalar) path."""
+    base = _rand((rows, width + 11), torch.float16, device, scale=3.0, seed=54)
+    x = base[:, 3 : 3 + width]
+    r = _rand((rows, width + 5), torch.float16, device, seed=55)[:, 5:]
+    w = _rand((width,), torch.float16, device, seed=56)
+    assert_close(softmax_k.softmax(x, plan=plan), softmax_ref(x), relative=True)
+    y, h = rms_k.add_rms_norm(x, r, w, 1e-6, plan=plan)
+    y_ref, h_ref = add_rms_norm_ref(x, r, w, 1e-6)
+    assert_close(h, h_ref, msg="h")
+    assert_close(y, y_ref, msg="y")
+    assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x))
+
+
+def test_coop_plan_is_forward_only(device):
+    x = _rand((2, 300), torch.float32, device)
+    with pytest.raises(ValueError, match="forward"):
+        softmax_k.softmax_backward(x, x, plan=RowPlan.coop(64, 1))
+    with pytest.raises(ValueError, match="forward"):
+        rms_k.add_rms_norm_backward(x, None, x, x[0].contiguous(), 1e-6, plan=RowPlan.coop(64, 1))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_public_api_nd_strided_empty(dtype, device):
     base = _rand((2, 3, 200), dtype, device, seed=6)
