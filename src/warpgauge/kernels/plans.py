@@ -80,6 +80,10 @@ RMS_BWD_PREFETCH_MAX = 8192
 RMS_BWD_RESIDENT_MAX = 16384
 
 
+# Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
+COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
+
+
 def _warps(block: int) -> int:
     """Warps for a block: <=128 -> 1, <=512 -> 2, <=2048 -> 4, 4096 -> 8, 8192+ -> 16."""
     for limit, warps in ((128, 1), (512, 2), (2048, 4), (4096, 8)):
@@ -322,6 +326,10 @@ class RowPlan:
                         out.append(cls.looped(block, warps, programs_per_sm=k, evict=k > 0))
                     if op in ("softmax", ""):
                         out.append(cls.looped(block, warps, 2, evict=True, lane_stats=True))
+        if width > 2048 and op not in ("rms_bwd", "softmax_bwd"):
+            for block, warps in COOP_CANDIDATES:
+                if block < width:
+                    out.append(cls.coop(block, warps))
         if width > 2048 and rows < 2 * sm_count and op not in ("rms_bwd", "softmax_bwd"):
             out.append(cls.split_for(rows, width, sm_count))
             for block in (2048, 4096, 8192):
