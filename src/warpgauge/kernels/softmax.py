@@ -272,9 +272,8 @@ def _softmax_looped(
 
 @triton.jit
 def _coop_chunk(x_ptr, start, xb, blen, ecol, em, j, BLOCK: tl.constexpr):
-    """Chunk ``j`` of a row (chunk 0 also takes the row's edge) and its (max, sum): the same code
-    for the owner and for a program that computes a missing chunk itself, so both get the same
-    bits."""
+    """Chunk ``j`` of a row (chunk 0 also takes the row's edge): ``exp(x - chunk max)`` of its
+    elements and edge, and its (max, sum)."""
     idx = j * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + start + idx, mask=idx < blen, other=float("-inf")).to(tl.float32)
     xe = tl.load(
@@ -282,8 +281,9 @@ def _coop_chunk(x_ptr, start, xb, blen, ecol, em, j, BLOCK: tl.constexpr):
     ).to(tl.float32)
     m = tl.maximum(tl.max(x, 0), tl.max(xe, 0))
     shift = tl.where(m == float("-inf"), 0.0, m)
-    s = tl.sum(tl.exp(x - shift), 0) + tl.sum(tl.exp(xe - shift), 0)
-    return x, xe, m, s
+    e = tl.exp(x - shift)
+    ee = tl.exp(xe - shift)
+    return e, ee, m, tl.sum(e, 0) + tl.sum(ee, 0)
 
 
 @triton.jit
@@ -327,7 +327,8 @@ def _softmax_coop(
     # max has sum >= 1, an empty or all -inf one has max -inf), waits for the row's other
     # chunks, merges them in chunk order and writes its chunk. The G programs of a row are
     # adjacent in the grid, so they run together.
-    # I/O: read x once, write y once (+ 8 bytes of statistics per program, in L2).
+    # I/O: read x once, write y once (+ 8 bytes of statistics per program, in L2). One exp per
+    # element: the chunk keeps exp(x - its max) in registers and rescales it.
     if S8:
         x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
     pid = tl.program_id(0)
@@ -344,7 +345,7 @@ def _softmax_coop(
         ecol = tl.arange(0, 16)
         em = ecol < 0
         ys = row * N
-    x, xe, m, s = _coop_chunk(x_ptr, start, xb, blen, ecol, em, c, BLOCK)
+    e, ee, m, s = _coop_chunk(x_ptr, start, xb, blen, ecol, em, c, BLOCK)
     slots = slot_ptr + row * G
     tl.atomic_xchg(slots + c, pack2(m, s))
     v, missing = wait_slots(slots, spin, G, GP)
@@ -353,12 +354,13 @@ def _softmax_coop(
         v = _coop_fallback(x_ptr, start, xb, blen, ecol, em, v, G, BLOCK)
     mv, sv = unpack2(v)
     shift, inv = _merge(tl.where(k < G, mv, float("-inf")), tl.where(k < G, sv, 0.0))
+    # y = exp(x - chunk max) * exp(chunk max - row max) / sum: one exp per element. A chunk of
+    # only -inf has e = 0 and scale 0 (exp(0 - shift) could overflow for a very negative row).
+    scale = tl.where(m == float("-inf"), 0.0, tl.exp(m - shift) * inv)
     idx = c * BLOCK + tl.arange(0, BLOCK)
-    tl.store(
-        y_ptr + ys + idx, (tl.exp(x - shift) * inv).to(y_ptr.dtype.element_ty), mask=idx < blen
-    )
+    tl.store(y_ptr + ys + idx, (e * scale).to(y_ptr.dtype.element_ty), mask=idx < blen)
     if ALIGN:
-        ye = (tl.exp(xe - shift) * inv).to(y_ptr.dtype.element_ty)
+        ye = (ee * scale).to(y_ptr.dtype.element_ty)
         tl.store(y_ptr + xb + ecol, ye, mask=em & (ecol < tl.where(c == 0, N, 0)))
 
 
