@@ -44,6 +44,7 @@ CASES = [
     (1, 777, RowPlan("split", 32, 1, split=7)),  # split, uneven chunks
     (3, RESIDENT_MAX + 1, None),  # automatic split: 3 rows < 4 SMs, width just past resident
     (5, RESIDENT_MAX + 3, None),  # automatic looped: 5 rows >= 4 SMs
+    (2, 2 * RESIDENT_MAX + 5, None),  # automatic coop: softmax (2 rows = SM/2), rms, row_sum
 ]
 
 
@@ -55,11 +56,28 @@ def _rand(shape, dtype, device, scale=1.0, seed=0):
 def test_plan_rule():
     assert RowPlan.for_shape(10, 127, 132).kind == "resident"
     assert RowPlan.for_shape(10, 8192, 132).kind == "resident"
-    assert RowPlan.for_shape(4, 32769, 132).kind == "split"
+    assert RowPlan.for_shape(4, 32769, 132, "softmax").kind == "split"
     assert RowPlan.for_shape(32768, 16384, 132).kind == "resident"
-    assert RowPlan.for_shape(4096, 131072, 132).kind == "looped"
-    p = RowPlan.for_shape(4, 32769, 132)
+    assert RowPlan.for_shape(4096, 131072, 132, "softmax_bwd").kind == "looped"
+    p = RowPlan.for_shape(4, 32769, 132, "softmax")
     assert p.n_chunks(32769) * p.chunk(32769) >= 32769
+    # beyond the resident range: cooperative plans (add_rms_norm always; row_sum with at least
+    # one program per SM; softmax with SM/2 to SM rows), looped for many softmax rows
+    for rows in (2, 64, 4096):
+        assert RowPlan.for_shape(rows, 131072, 132, "rms") == RowPlan.coop(4096, 4)
+        assert RowPlan.for_shape(rows, 131072, 132) == RowPlan.coop(4096, 4)  # generic = rms
+    assert RowPlan.for_shape(16, 262144, 132, "row_sum") == RowPlan.coop(16384, 8)  # 256 chunks
+    assert RowPlan.for_shape(2, 1048576, 132, "row_sum").kind == "split"  # 128 < 132 programs
+    assert RowPlan.for_shape(128, 50257, 132, "softmax") == RowPlan.coop(4096, 4)
+    assert RowPlan.for_shape(32, 151936, 132, "softmax").kind == "split"
+    assert RowPlan.for_shape(4096, 131072, 132, "softmax").kind == "looped"
+    for op in ("softmax_bwd", "rms_bwd"):  # the backwards never get a forward-only plan
+        for rows, width in ((2, 1048576), (128, 50257), (4096, 131072)):
+            assert RowPlan.for_shape(rows, width, 132, op).kind != "coop"
+    coop = RowPlan.coop(4096, 4)
+    assert coop.coop_chunks(50257, aligned_path=True) == 13  # body <= 50256 elements
+    assert coop.coop_chunks(50256, aligned_path=False) == 13
+    assert coop.coop_chunks(4096, aligned_path=False) == 1
     assert RowPlan.for_shape(128, 32769, 132).kind == "resident"  # enough rows: stay resident
     assert RowPlan.for_shape(4096, 4097, 132, "softmax").num_warps == 4
     wide = RowPlan.for_shape(4096, 131072, 132, "softmax")

@@ -80,6 +80,22 @@ RMS_BWD_PREFETCH_MAX = 8192
 RMS_BWD_RESIDENT_MAX = 16384
 
 
+# Cooperative plans (block, warps) beyond the resident range: results/rows-wide-h200/wide_r1.json
+# ("W1", tuning/wide_tune.py: BF16, CUDA-graph replay, inputs rotated past 3x L2, FP64-gated).
+# add_rms_norm 4096/4: 3.25-3.63 TB/s at 50257-262144 with 128-667 rows vs 2.35-3.49 for the
+# looped rule (8192/8 within 2% at 128256-131072, 4-22% slower at ragged widths 151936/200003);
+# few rows 128x50257 2.60 vs 1.85 split, 100x65537 2.61 vs 1.52, 64x131072 2.98 vs 2.80, and
+# within 3.5% of split at 16x262144, 32x151936, 2x1048576.
+COOP_RMS = (4096, 4)
+# row_sum 16384/8: 4.01-4.17 TB/s at every width 50257-262144 (looped 4096/8: 3.49-4.32, worst
+# at ragged widths); 128x50257 1.72 vs 0.79 split, 100x65537 1.76 vs 1.28. Needs rows * chunks
+# >= SMs: 2x1048576 split 1.03 vs 0.89.
+COOP_ROW_SUM = (16384, 8)
+# softmax 4096/4, fewer rows than SMs but at least SM/2: 128x50257 1.81 vs 1.44 split (torch
+# 1.62), 100x65537 2.00 vs 1.38; fewer rows keep split (32x151936 1.70 split vs 1.51). With
+# thousands of rows the looped plan stays (W1: coop 2.24-2.77 vs looped 2.38-2.88 at 50257,
+# 128256, 131072; coop wins at 98304, 200003, 262144 where whole rows quantize badly).
+COOP_SOFTMAX = (4096, 4)
 # Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
 COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
 
@@ -179,6 +195,11 @@ class RowPlan:
         ``width // 8 * 8`` elements on the aligned path, whose edge goes with chunk 0)."""
         return triton.cdiv(width // 8 * 8 if aligned_path else width, self.block)
 
+    def coop_groups(self, rows: int, chunks: int, device) -> int:
+        """Row groups of a persistent cooperative plan: about ``programs_per_sm`` programs per
+        SM in all (``chunks`` programs per group), at most one group per row."""
+        return max(1, min(rows, self.programs_per_sm * device.sm_count // chunks))
+
     def n_chunks(self, width: int) -> int:
         return triton.cdiv(width, self.chunk(width)) if self.kind == "split" else 1
 
@@ -226,10 +247,13 @@ class RowPlan:
         )
 
     @staticmethod
-    def coop(block: int, num_warps: int | None = None) -> RowPlan:
+    def coop(block: int, num_warps: int | None = None, programs_per_sm: int = 0) -> RowPlan:
         """Cooperative split: ``block``-wide chunks of a row, one program each, the chunk held
-        in registers while the row's statistics are exchanged through global memory."""
-        return RowPlan("coop", block, num_warps or _softmax_warps(block))
+        in registers while the row's statistics are exchanged through global memory. With
+        ``programs_per_sm`` (softmax, add_rms_norm): a persistent grid whose programs load
+        their chunk of the next row while they wait."""
+        return RowPlan("coop", block, num_warps or _softmax_warps(block),
+                       programs_per_sm=programs_per_sm)  # fmt: skip
 
     @staticmethod
     def split_for(
@@ -256,9 +280,12 @@ class RowPlan:
 
         - resident when the row's aligned body fits ``RESIDENT_MAX``, unless the row is wider
           than ``SPLIT_MIN_WIDTH`` and there are fewer than ``RESIDENT_WIDE_MIN_ROWS_PER_SM *
-          sm_count`` rows (then split);
+          sm_count`` rows;
+        - otherwise cooperative (``coop``): add_rms_norm at any row count; row_sum when its
+          chunks give at least one program per SM; softmax with fewer rows than SMs but at
+          least ``RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count``;
         - otherwise split when there are fewer rows than ``SPLIT_ROWS_PER_SM * sm_count``;
-        - otherwise looped on a persistent grid.
+        - otherwise looped on a persistent grid (softmax; the backwards).
         """
         body = body_block(width)
         few = rows < SPLIT_ROWS_PER_SM * sm_count
@@ -276,10 +303,14 @@ class RowPlan:
                 per_sm = max(1, RMS_BWD_PREFETCH_MAX // body)
                 return RowPlan("resident", body, _warps(body), programs_per_sm=per_sm)
             return cls.resident(width)
+        if op in ("rms", ""):  # beyond resident, any row count
+            return cls.coop(*COOP_RMS)
+        if op == "row_sum" and rows * triton.cdiv(width, COOP_ROW_SUM[0]) >= sm_count:
+            return cls.coop(*COOP_ROW_SUM)
+        if op == "softmax" and few and rows >= RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count:
+            return cls.coop(*COOP_SOFTMAX)
         if few:
             return cls.split_for(rows, width, sm_count)
-        if op == "row_sum":
-            return cls.looped(4096, 8)
         if op == "softmax":
             if width >= LOOPED_WIDE:
                 return cls.looped(16384, 32, programs_per_sm=2, evict=True, lane_stats=True)
