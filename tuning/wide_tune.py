@@ -74,6 +74,7 @@ def plans_for(op, rows, n):
 
 CONFIRM_WIDTHS = [32000, 50257, 65537, 131072, 151936, 262144]
 CONFIRM_FEW = [(128, 50257), (64, 131072), (16, 262144)]
+CONFIRM_NARROW = [8191, 16385]
 
 
 def plans_confirm(op, rows, n):
@@ -81,10 +82,22 @@ def plans_confirm(op, rows, n):
     from warpgauge.kernels.plans import RowPlan
 
     out = [RowPlan.for_shape(rows, n, SM, op), RowPlan.coop(4096, 4)]
+    if op == "row_sum":  # the new rule against the old one (looped 4096/8 or split)
+        old = RowPlan.split_for(rows, n, SM) if rows < SM else RowPlan.looped(4096, 8)
+        return list(dict.fromkeys([out[0], old, RowPlan.looped(8192, 16)]))
     if op == "softmax":
         pf = [(4096, 4, 4), (4096, 8, 2), (8192, 8, 2), (2048, 4, 8), (4096, 4, 2)]
     else:
         pf = [(4096, 4, 3), (4096, 8, 2), (2048, 4, 6), (2048, 4, 4), (8192, 8, 1)]
+    if n in CONFIRM_NARROW:  # resident: other warp counts, softmax's persistent prefetch
+        rule = out[0]
+        out = [rule] + [RowPlan("resident", rule.block, w) for w in
+                        (rule.num_warps // 2, rule.num_warps * 2) if 1 <= w <= 32]  # fmt: skip
+        if op == "softmax":
+            out += [
+                RowPlan("resident", rule.block, rule.num_warps, programs_per_sm=k) for k in (1, 2)
+            ]
+        return list(dict.fromkeys(out))
     out += [RowPlan.coop(b, w, k) for b, w, k in pf if b < n]
     return list(dict.fromkeys(out))
 
@@ -97,6 +110,12 @@ def cases_confirm():
     for rows, n in CONFIRM_FEW:
         for op in ("softmax", "rms"):
             out.append((op, rows, n))
+    for n in CONFIRM_NARROW:
+        for op in ("softmax", "rms"):
+            out.append((op, dram_rows(op, n), n))
+    for rows, n in ((2670, 50257), (1024, 131072), (883, 151936), (512, 262144), (64, 131072),
+                    (100, 65537)):  # fmt: skip
+        out.append(("row_sum", rows, n))
     return out + out  # a second pass: noise
 
 
