@@ -71,6 +71,12 @@ def test_plan_rule():
     assert RowPlan.for_shape(128, 50257, 132, "softmax") == RowPlan.coop(4096, 4)
     assert RowPlan.for_shape(32, 151936, 132, "softmax").kind == "split"
     assert RowPlan.for_shape(4096, 131072, 132, "softmax").kind == "looped"
+    assert RowPlan.for_shape(512, 262144, 132, "softmax") == RowPlan.coop(4096, 4)  # wide rows
+    # unaligned widths (aligned-body path) take fewer warps at bodies 8192 / 16384
+    assert RowPlan.for_shape(8193, 8191, 132, "softmax").num_warps == 4
+    assert RowPlan.for_shape(8192, 8192, 132, "softmax").num_warps == 8
+    assert RowPlan.for_shape(2047, 16385, 132, "rms").num_warps == 8
+    assert RowPlan.for_shape(2048, 16384, 132, "rms").num_warps == 16
     for op in ("softmax_bwd", "rms_bwd"):  # the backwards never get a forward-only plan
         for rows, width in ((2, 1048576), (128, 50257), (4096, 131072)):
             assert RowPlan.for_shape(rows, width, 132, op).kind != "coop"

@@ -72,53 +72,6 @@ def plans_for(op, rows, n):
     return uniq
 
 
-CONFIRM_WIDTHS = [32000, 50257, 65537, 131072, 151936, 262144]
-CONFIRM_FEW = [(128, 50257), (64, 131072), (16, 262144)]
-CONFIRM_NARROW = [8191, 16385]
-
-
-def plans_confirm(op, rows, n):
-    """Round 2: the rule, the measured cooperative plan and the persistent variants."""
-    from warpgauge.kernels.plans import RowPlan
-
-    out = [RowPlan.for_shape(rows, n, SM, op), RowPlan.coop(4096, 4)]
-    if op == "row_sum":  # the new rule against the old one (looped 4096/8 or split)
-        old = RowPlan.split_for(rows, n, SM) if rows < SM else RowPlan.looped(4096, 8)
-        return list(dict.fromkeys([out[0], old, RowPlan.looped(8192, 16)]))
-    if op == "softmax":
-        pf = [(4096, 4, 4), (4096, 8, 2), (8192, 8, 2), (2048, 4, 8), (4096, 4, 2)]
-    else:
-        pf = [(4096, 4, 3), (4096, 8, 2), (2048, 4, 6), (2048, 4, 4), (8192, 8, 1)]
-    if n in CONFIRM_NARROW:  # resident: other warp counts, softmax's persistent prefetch
-        rule = out[0]
-        out = [rule] + [RowPlan("resident", rule.block, w) for w in
-                        (rule.num_warps // 2, rule.num_warps * 2) if 1 <= w <= 32]  # fmt: skip
-        if op == "softmax":
-            out += [
-                RowPlan("resident", rule.block, rule.num_warps, programs_per_sm=k) for k in (1, 2)
-            ]
-        return list(dict.fromkeys(out))
-    out += [RowPlan.coop(b, w, k) for b, w, k in pf if b < n]
-    return list(dict.fromkeys(out))
-
-
-def cases_confirm():
-    out = []
-    for n in CONFIRM_WIDTHS:
-        for op in ("softmax", "rms"):
-            out.append((op, dram_rows(op, n), n))
-    for rows, n in CONFIRM_FEW:
-        for op in ("softmax", "rms"):
-            out.append((op, rows, n))
-    for n in CONFIRM_NARROW:
-        for op in ("softmax", "rms"):
-            out.append((op, dram_rows(op, n), n))
-    for rows, n in ((2670, 50257), (1024, 131072), (883, 151936), (512, 262144), (64, 131072),
-                    (100, 65537)):  # fmt: skip
-        out.append(("row_sum", rows, n))
-    return out + out  # a second pass: noise
-
-
 def cases_all():
     """Priority order (the budget guard cuts from the end): wide DRAM-bound, few rows, narrow."""
     out = [("softmax", 4096, 131072), ("rms", 4096, 131072)]  # 2-4 GB: the largest checks
@@ -284,7 +237,6 @@ def main():
     ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--dry", action="store_true", help="list the cases and plans, no GPU")
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny cells")
-    ap.add_argument("--confirm", action="store_true", help="round 2: persistent coop plans")
     a = ap.parse_args()
     t0 = time.time()
     if a.dry:
@@ -294,10 +246,7 @@ def main():
     else:
         props = torch.cuda.get_device_properties(0)
         SM, l2 = props.multi_processor_count, props.L2_cache_size
-    global plans_for
-    if a.confirm:
-        plans_for = plans_confirm  # noqa: F811 - the round-2 plan list
-    cells = cases_confirm() if a.confirm else cases_all()
+    cells = cases_all()
     if a.smoke:
         cells = [(op, 3, n) for op, _, n in cells if n in (4097, 8193, 32769)]
     jobs = [

@@ -65,7 +65,6 @@ PLANS = {
     "looped-persistent": RowPlan.looped(1024, programs_per_sm=1, evict=True),
     "split": RowPlan.split_for(40, 6001, 132, block=512),
     "coop": RowPlan.coop(1024, 4),
-    "coop-persistent": RowPlan.coop(1024, 4, programs_per_sm=2),
 }
 
 

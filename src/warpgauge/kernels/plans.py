@@ -91,11 +91,20 @@ COOP_RMS = (4096, 4)
 # at ragged widths); 128x50257 1.72 vs 0.79 split, 100x65537 1.76 vs 1.28. Needs rows * chunks
 # >= SMs: 2x1048576 split 1.03 vs 0.89.
 COOP_ROW_SUM = (16384, 8)
-# softmax 4096/4, fewer rows than SMs but at least SM/2: 128x50257 1.81 vs 1.44 split (torch
-# 1.62), 100x65537 2.00 vs 1.38; fewer rows keep split (32x151936 1.70 split vs 1.51). With
-# thousands of rows the looped plan stays (W1: coop 2.24-2.77 vs looped 2.38-2.88 at 50257,
-# 128256, 131072; coop wins at 98304, 200003, 262144 where whole rows quantize badly).
+# softmax 4096/4 (one exp per element; results/rows-wide-h200/wide_r2.json, "W2", two passes),
+# fewer rows than SMs but at least SM/2: 128x50257 1.93-1.96 vs 1.44 split in W1 (torch 1.61);
+# W1 (two exps) 100x65537 2.00 vs 1.38; fewer rows keep split (W1 32x151936 1.70 vs 1.51).
+# Many rows: coop from width COOP_SOFTMAX_MIN_WIDTH, between the widths where W1/W2 measured
+# looped ahead (128256 2.76 vs 2.38; 512x131072 2.88-2.89 vs 2.70-2.74) and coop ahead
+# (441x151936 2.43-2.45 vs 2.29, 256x262144 2.70-2.71 vs 2.47-2.48, W1 335x200003 2.36 vs 2.14).
+# At 50257 and 65537 both give 2.37-2.57 (ties); 98304 (W1: coop 2.70 vs 2.45) stays looped.
 COOP_SOFTMAX = (4096, 4)
+COOP_SOFTMAX_MIN_WIDTH = 139264
+# Unaligned widths (aligned-body path) want fewer warps at the 8192 and 16384 bodies. W2:
+# softmax 8193x8191 4.00 TB/s at 4 warps vs 3.87-3.90 at 8 (R2: aligned 8192-wide bodies keep 8:
+# 5120/7168/8192 at 3.94-3.99 vs 3.88-3.93 at 4); RMSNorm 4096x8191 3.85-3.86 at 8 warps vs
+# 3.68-3.69 at 16, 2047x16385 3.67-3.69 vs 3.41 (R2: aligned widths keep 16, 8 is 0.05 slower).
+UNALIGNED_WARPS = {"softmax": 4, "rms": 8}
 # Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
 COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
 
@@ -195,11 +204,6 @@ class RowPlan:
         ``width // 8 * 8`` elements on the aligned path, whose edge goes with chunk 0)."""
         return triton.cdiv(width // 8 * 8 if aligned_path else width, self.block)
 
-    def coop_groups(self, rows: int, chunks: int, device) -> int:
-        """Row groups of a persistent cooperative plan: about ``programs_per_sm`` programs per
-        SM in all (``chunks`` programs per group), at most one group per row."""
-        return max(1, min(rows, self.programs_per_sm * device.sm_count // chunks))
-
     def n_chunks(self, width: int) -> int:
         return triton.cdiv(width, self.chunk(width)) if self.kind == "split" else 1
 
@@ -247,13 +251,10 @@ class RowPlan:
         )
 
     @staticmethod
-    def coop(block: int, num_warps: int | None = None, programs_per_sm: int = 0) -> RowPlan:
+    def coop(block: int, num_warps: int | None = None) -> RowPlan:
         """Cooperative split: ``block``-wide chunks of a row, one program each, the chunk held
-        in registers while the row's statistics are exchanged through global memory. With
-        ``programs_per_sm`` (softmax, add_rms_norm): a persistent grid whose programs load
-        their chunk of the next row while they wait."""
-        return RowPlan("coop", block, num_warps or _softmax_warps(block),
-                       programs_per_sm=programs_per_sm)  # fmt: skip
+        in registers while the row's statistics are exchanged through global memory."""
+        return RowPlan("coop", block, num_warps or _softmax_warps(block))
 
     @staticmethod
     def split_for(
@@ -295,8 +296,13 @@ class RowPlan:
         ):
             if op == "softmax" and body == 32768 and width > SOFTMAX_PREFETCH_MIN_WIDTH:
                 return RowPlan("resident", body, 32, programs_per_sm=2)
+            unaligned = width % 8 != 0  # contiguous rows take the aligned-body path (_rows.py)
+            if op == "softmax" and unaligned and body == 8192:
+                return cls.resident(width, num_warps=UNALIGNED_WARPS["softmax"])
             if op in ("softmax", "row_sum"):
                 return cls.resident(width, num_warps=_softmax_warps(body))
+            if op in ("rms", "") and unaligned and body in (8192, 16384):
+                return cls.resident(width, num_warps=UNALIGNED_WARPS["rms"])
             if op == "rms_bwd":
                 if body > RMS_BWD_PREFETCH_MAX:
                     return RowPlan("resident", body, 16, programs_per_sm=1, prefetch=False)
@@ -307,7 +313,10 @@ class RowPlan:
             return cls.coop(*COOP_RMS)
         if op == "row_sum" and rows * triton.cdiv(width, COOP_ROW_SUM[0]) >= sm_count:
             return cls.coop(*COOP_ROW_SUM)
-        if op == "softmax" and few and rows >= RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count:
+        if op == "softmax" and (
+            (few and rows >= RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count)
+            or (not few and width >= COOP_SOFTMAX_MIN_WIDTH)
+        ):
             return cls.coop(*COOP_SOFTMAX)
         if few:
             return cls.split_for(rows, width, sm_count)

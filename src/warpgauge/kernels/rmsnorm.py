@@ -343,109 +343,6 @@ def _rms_coop(
         tl.store(y_ptr + ob + ecol, ye, mask=em & (ecol < tl.where(c == 0, N, 0)))
 
 
-@triton.jit
-def _coop_row(row, x_stride, r_stride, N: tl.constexpr, ALIGN: tl.constexpr):
-    """Addressing of one row for the cooperative kernels: (element offset of the row in h/y,
-    x and r body starts, h/y body start, body length, w offset, edge columns, edge mask)."""
-    ob = row * N
-    if ALIGN:  # x_stride == r_stride == N (launcher): every tensor's rows share their head
-        head, start, blen = body_span(ob, N)
-        ecol, em = edge_index(head, blen, N)
-        xs = start
-        rs = start
-        hs = start
-    else:
-        head = 0
-        blen = N
-        xs = row * x_stride
-        rs = row * r_stride
-        hs = ob
-        ecol = tl.arange(0, 16)
-        em = ecol < 0
-    return ob, xs, rs, hs, blen, head, ecol, em
-
-
-@triton.jit(do_not_specialize=["n_rows", "spin"])
-def _rms_coop_pf(
-    x_ptr,
-    r_ptr,
-    w_ptr,
-    y_ptr,
-    h_ptr,
-    slot_ptr,
-    x_stride,
-    r_stride,
-    n_rows,
-    eps,
-    spin,
-    N: tl.constexpr,
-    BLOCK: tl.constexpr,
-    G: tl.constexpr,
-    GP: tl.constexpr,
-    ALIGN: tl.constexpr,
-    S8: tl.constexpr,
-):
-    # Persistent cooperative split: groups of G adjacent programs; group g takes rows g,
-    # g + groups, ...; program c always takes chunk c. After publishing a row's partial sum a
-    # program loads its chunk of x and r of the group's next row, so DRAM stays busy while it
-    # waits for its row-mates. I/O as _rms_coop.
-    if S8:
-        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
-        r_stride = r_stride // 8 * 8
-    pid = tl.program_id(0)
-    c = pid % G
-    grp = pid // G
-    groups = tl.num_programs(0) // G
-    k = tl.arange(0, GP)
-    idx = c * BLOCK + tl.arange(0, BLOCK)
-    one = tl.full([], 1.0, tl.float32)
-    h_ty = h_ptr.dtype.element_ty
-    row = grp.to(tl.int64)
-    ob, xs, rs, hs, blen, head, ecol, em = _coop_row(row, x_stride, r_stride, N, ALIGN)
-    em = em & (ecol < tl.where((c == 0) & (row < n_rows), 1 << 30, 0))
-    m = idx < tl.where(row < n_rows, blen, 0)
-    x_n = tl.load(x_ptr + xs + idx, mask=m, other=0.0)
-    r_n = tl.load(r_ptr + rs + idx, mask=m, other=0.0)
-    xe_n = tl.load(x_ptr + ob + ecol, mask=em, other=0.0)
-    re_n = tl.load(r_ptr + ob + ecol, mask=em, other=0.0)
-    if not ALIGN:  # the same columns on every row
-        w = tl.load(w_ptr + idx, mask=idx < N, other=0.0).to(tl.float32)
-    for _ in range(0, tl.cdiv(n_rows - grp, groups)):
-        h = (x_n.to(tl.float32) + r_n.to(tl.float32)).to(h_ty)
-        he = (xe_n.to(tl.float32) + re_n.to(tl.float32)).to(h_ty)
-        hf = h.to(tl.float32)
-        hef = he.to(tl.float32)
-        slots = slot_ptr + row * G
-        tl.atomic_xchg(slots + c, pack2(one, tl.sum(hf * hf, 0) + tl.sum(hef * hef, 0)))
-        tl.store(h_ptr + hs + idx, h, mask=m)
-        tl.store(h_ptr + ob + ecol, he, mask=em)
-        c_ob, c_xs, c_rs, c_hs, c_blen, c_head, c_ecol, c_em, c_m = (
-            ob, xs, rs, hs, blen, head, ecol, em, m
-        )  # fmt: skip
-        row += groups  # prefetch this program's chunk of the next row
-        ob, xs, rs, hs, blen, head, ecol, em = _coop_row(row, x_stride, r_stride, N, ALIGN)
-        em = em & (ecol < tl.where((c == 0) & (row < n_rows), 1 << 30, 0))
-        m = idx < tl.where(row < n_rows, blen, 0)
-        x_n = tl.load(x_ptr + xs + idx, mask=m, other=0.0)
-        r_n = tl.load(r_ptr + rs + idx, mask=m, other=0.0)
-        xe_n = tl.load(x_ptr + ob + ecol, mask=em, other=0.0)
-        re_n = tl.load(r_ptr + ob + ecol, mask=em, other=0.0)
-        v, missing = wait_slots(slots, spin, G, GP)
-        if missing > 0:  # row-mates not scheduled in time: compute their sums here
-            v = _coop_fallback(
-                x_ptr, r_ptr, c_xs, c_rs, c_ob, c_blen, c_ecol, c_em, v, h_ty, G, BLOCK
-            )
-        _one, sv = unpack2(v)
-        total = tl.sum(tl.where(k < G, sv, 0.0), 0)
-        rstd = 1.0 / tl.sqrt(total / N + tl.cast(eps, tl.float32))
-        if ALIGN:
-            w = tl.load(w_ptr + c_head + idx, mask=c_m, other=0.0).to(tl.float32)
-            we = tl.load(w_ptr + c_ecol, mask=c_em, other=0.0).to(tl.float32)
-            ye = (hef * rstd * we).to(y_ptr.dtype.element_ty)
-            tl.store(y_ptr + c_ob + c_ecol, ye, mask=c_em)
-        tl.store(y_ptr + c_hs + idx, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=c_m)
-
-
 @triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _rms_split_stats(
     x_ptr,
@@ -558,10 +455,7 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
         )  # fmt: skip
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)
-        kernel, grid = _rms_coop, rows * g
-        if p.programs_per_sm:
-            kernel, grid = _rms_coop_pf, g * p.coop_groups(rows, g, device_info(x.device))
-        launch(kernel, (grid,), x2, r2, weight, y, h, coop_slots(rows, g, x.device),
+        launch(_rms_coop, (rows * g,), x2, r2, weight, y, h, coop_slots(rows, g, x.device),
             xs, rs, rows, eps, coop_spin(), N=n, BLOCK=p.block, G=g,
             GP=triton.next_power_of_2(g), ALIGN=align, S8=s8, num_warps=p.num_warps,
         )  # fmt: skip

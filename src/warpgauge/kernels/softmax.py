@@ -364,88 +364,6 @@ def _softmax_coop(
         tl.store(y_ptr + xb + ecol, ye, mask=em & (ecol < tl.where(c == 0, N, 0)))
 
 
-@triton.jit(do_not_specialize=["n_rows", "spin"])
-def _softmax_coop_pf(
-    x_ptr,
-    y_ptr,
-    slot_ptr,
-    x_stride,
-    n_rows,
-    spin,
-    N: tl.constexpr,
-    BLOCK: tl.constexpr,
-    G: tl.constexpr,
-    GP: tl.constexpr,
-    ALIGN: tl.constexpr,
-    S8: tl.constexpr,
-):
-    # Persistent cooperative split: the grid is groups of G adjacent programs; group g takes
-    # rows g, g + groups, ...; program c of a group always takes chunk c. After publishing a
-    # row's chunk statistics a program loads its chunk of the group's next row, so DRAM stays
-    # busy while it waits for its row-mates. I/O as _softmax_coop.
-    if S8:
-        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
-    pid = tl.program_id(0)
-    c = pid % G
-    grp = pid // G
-    groups = tl.num_programs(0) // G
-    k = tl.arange(0, GP)
-    idx = c * BLOCK + tl.arange(0, BLOCK)
-    row = grp.to(tl.int64)
-    xb = row * x_stride
-    if ALIGN:
-        head, start, blen = body_span(xb, N)
-        ecol, em = edge_index(head, blen, N)
-    else:
-        start = xb
-        blen = N
-        ecol = tl.arange(0, 16)
-        em = ecol < 0
-    lim = tl.where(row < n_rows, blen, 0)
-    x_n = tl.load(x_ptr + start + idx, mask=idx < lim, other=float("-inf"))
-    emc = em & (ecol < tl.where((c == 0) & (row < n_rows), 1 << 30, 0))
-    xe_n = tl.load(x_ptr + xb + ecol, mask=emc, other=float("-inf"))
-    for _ in range(0, tl.cdiv(n_rows - grp, groups)):
-        x = x_n.to(tl.float32)
-        xe = xe_n.to(tl.float32)
-        m = tl.maximum(tl.max(x, 0), tl.max(xe, 0))
-        sh = tl.where(m == float("-inf"), 0.0, m)
-        e = tl.exp(x - sh)
-        ee = tl.exp(xe - sh)
-        slots = slot_ptr + row * G
-        tl.atomic_xchg(slots + c, pack2(m, tl.sum(e, 0) + tl.sum(ee, 0)))
-        cur_xb = xb
-        cur_start = start
-        cur_blen = blen
-        cur_ecol = ecol
-        cur_em = emc
-        row += groups  # prefetch this program's chunk of the next row
-        xb = row * x_stride
-        if ALIGN:
-            head, start, blen = body_span(xb, N)
-            ecol, em = edge_index(head, blen, N)
-        else:
-            start = xb
-        lim = tl.where(row < n_rows, blen, 0)
-        x_n = tl.load(x_ptr + start + idx, mask=idx < lim, other=float("-inf"))
-        emc = em & (ecol < tl.where((c == 0) & (row < n_rows), 1 << 30, 0))
-        xe_n = tl.load(x_ptr + xb + ecol, mask=emc, other=float("-inf"))
-        v, missing = wait_slots(slots, spin, G, GP)
-        if missing > 0:  # row-mates not scheduled in time: compute their statistics here
-            v = _coop_fallback(x_ptr, cur_start, cur_xb, cur_blen, cur_ecol, cur_em, v, G, BLOCK)
-        mv, sv = unpack2(v)
-        shift, inv = _merge(tl.where(k < G, mv, float("-inf")), tl.where(k < G, sv, 0.0))
-        scale = tl.where(m == float("-inf"), 0.0, tl.exp(m - shift) * inv)
-        if ALIGN:
-            ys = cur_start
-        else:
-            ys = (row - groups) * N
-        tl.store(y_ptr + ys + idx, (e * scale).to(y_ptr.dtype.element_ty), mask=idx < cur_blen)
-        if ALIGN:
-            ye = (ee * scale).to(y_ptr.dtype.element_ty)
-            tl.store(y_ptr + cur_xb + cur_ecol, ye, mask=cur_em)
-
-
 @triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _softmax_split_stats(
     x_ptr, stats_ptr, x_stride, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
@@ -523,10 +441,7 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
         )  # fmt: skip
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)
-        kernel, grid = _softmax_coop, rows * g
-        if p.programs_per_sm:
-            kernel, grid = _softmax_coop_pf, g * p.coop_groups(rows, g, device_info(x.device))
-        launch(kernel, (grid,), x2, y, coop_slots(rows, g, x.device), stride, rows,
+        launch(_softmax_coop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride, rows,
             coop_spin(), N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g), ALIGN=align,
             S8=s8, num_warps=p.num_warps,
         )  # fmt: skip
