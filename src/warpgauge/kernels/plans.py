@@ -277,7 +277,8 @@ class RowPlan:
     @classmethod
     def for_shape(cls, rows: int, width: int, sm_count: int, op: str = "") -> RowPlan:
         """The rule. ``op`` is one of ``softmax``, ``softmax_bwd``, ``rms``, ``rms_bwd``,
-        ``row_sum`` (``""``: the generic rule, which is the forward RMSNorm rule).
+        ``row_sum`` (``""``: the generic rule: resident, split or looped as the forward RMSNorm
+        rule had it before the cooperative plans; the launchers always pass their op).
 
         - resident when the row's aligned body fits ``RESIDENT_MAX``, unless the row is wider
           than ``SPLIT_MIN_WIDTH`` and there are fewer than ``RESIDENT_WIDE_MIN_ROWS_PER_SM *
@@ -301,7 +302,7 @@ class RowPlan:
                 return cls.resident(width, num_warps=UNALIGNED_WARPS["softmax"])
             if op in ("softmax", "row_sum"):
                 return cls.resident(width, num_warps=_softmax_warps(body))
-            if op in ("rms", "") and unaligned and body in (8192, 16384):
+            if op == "rms" and unaligned and body in (8192, 16384):
                 return cls.resident(width, num_warps=UNALIGNED_WARPS["rms"])
             if op == "rms_bwd":
                 if body > RMS_BWD_PREFETCH_MAX:
@@ -309,7 +310,7 @@ class RowPlan:
                 per_sm = max(1, RMS_BWD_PREFETCH_MAX // body)
                 return RowPlan("resident", body, _warps(body), programs_per_sm=per_sm)
             return cls.resident(width)
-        if op in ("rms", ""):  # beyond resident, any row count
+        if op == "rms":  # beyond resident, any row count
             return cls.coop(*COOP_RMS)
         if op == "row_sum" and rows * triton.cdiv(width, COOP_ROW_SUM[0]) >= sm_count:
             return cls.coop(*COOP_ROW_SUM)
