@@ -469,36 +469,12 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks), torch.float32, x.device)
-        launch(
-            _rms_split_stats,
-            (rows, n_chunks),
-            x2,
-            r2,
-            h,
-            part,
-            xs,
-            rs,
-            chunk,
-            n_chunks,
-            N=n,
-            BLOCK=p.block,
-            num_warps=p.num_warps,
-        )
-        launch(
-            _rms_split_write,
-            (rows, n_chunks),
-            weight,
-            y,
-            h,
-            part,
-            eps,
-            chunk,
-            n_chunks,
-            N=n,
-            BLOCK=p.block,
-            SPLIT_PAD=p.split_pad(n),
-            num_warps=p.num_warps,
-        )
+        launch(_rms_split_stats, (rows, n_chunks), x2, r2, h, part, xs, rs, chunk, n_chunks,
+            N=n, BLOCK=p.block, num_warps=p.num_warps,
+        )  # fmt: skip
+        launch(_rms_split_write, (rows, n_chunks), weight, y, h, part, eps, chunk, n_chunks,
+            N=n, BLOCK=p.block, SPLIT_PAD=p.split_pad(n), num_warps=p.num_warps,
+        )  # fmt: skip
     return y, h
 
 
