@@ -209,7 +209,7 @@ def test_plans_specs_force_every_candidate_and_the_rule(tmp_path):
     assert names[0] == "rule" and specs["softmax"].providers[0].baseline
     wide, narrow = plans.candidates(3, 8193, 4, "softmax"), plans.candidates(64, 300, 4, "softmax")
     assert set(names[1:]) == set(wide) | set(narrow) and len(names) == len(set(names))
-    assert {k.split("_")[0] for k in wide} == {"resident", "looped", "split"}  # every plan kind
+    assert {k.split("_")[0] for k in wide} == {"resident", "looped", "split", "coop"}  # all kinds
     only_wide = next(k for k in wide if k not in narrow)
     ctx = modes_ctx("softmax", {"rows": 64, "width": 300})
     assert "not a candidate" in specs["softmax"].provider(only_wide).available(ctx)

@@ -54,6 +54,7 @@ def _plans(rows, width):
         RowPlan.looped(32),
         RowPlan.looped(64, programs_per_sm=1, evict=True),
         RowPlan.split_for(rows, width, 4, block=32),
+        RowPlan.coop(32, 1),
     ]
 
 

@@ -44,6 +44,7 @@ CASES = [
     (1, 777, RowPlan("split", 32, 1, split=7)),  # split, uneven chunks
     (3, RESIDENT_MAX + 1, None),  # automatic split: 3 rows < 4 SMs, width just past resident
     (5, RESIDENT_MAX + 3, None),  # automatic looped: 5 rows >= 4 SMs
+    (2, 2 * RESIDENT_MAX + 5, None),  # automatic coop: softmax (2 rows = SM/2), rms, row_sum
 ]
 
 
@@ -55,11 +56,34 @@ def _rand(shape, dtype, device, scale=1.0, seed=0):
 def test_plan_rule():
     assert RowPlan.for_shape(10, 127, 132).kind == "resident"
     assert RowPlan.for_shape(10, 8192, 132).kind == "resident"
-    assert RowPlan.for_shape(4, 32769, 132).kind == "split"
+    assert RowPlan.for_shape(4, 32769, 132, "softmax").kind == "split"
     assert RowPlan.for_shape(32768, 16384, 132).kind == "resident"
-    assert RowPlan.for_shape(4096, 131072, 132).kind == "looped"
-    p = RowPlan.for_shape(4, 32769, 132)
+    assert RowPlan.for_shape(4096, 131072, 132, "softmax_bwd").kind == "looped"
+    p = RowPlan.for_shape(4, 32769, 132, "softmax")
     assert p.n_chunks(32769) * p.chunk(32769) >= 32769
+    # beyond the resident range: cooperative plans (add_rms_norm always; row_sum with at least
+    # one program per SM; softmax with SM/2 to SM rows), looped for many softmax rows
+    for rows in (2, 64, 4096):
+        assert RowPlan.for_shape(rows, 131072, 132, "rms") == RowPlan.coop(4096, 4)
+        assert RowPlan.for_shape(rows, 131072, 132).kind in ("split", "looped")  # generic
+    assert RowPlan.for_shape(16, 262144, 132, "row_sum") == RowPlan.coop(16384, 8)  # 256 chunks
+    assert RowPlan.for_shape(2, 1048576, 132, "row_sum").kind == "split"  # 128 < 132 programs
+    assert RowPlan.for_shape(128, 50257, 132, "softmax") == RowPlan.coop(4096, 4)
+    assert RowPlan.for_shape(32, 151936, 132, "softmax").kind == "split"
+    assert RowPlan.for_shape(4096, 131072, 132, "softmax").kind == "looped"
+    assert RowPlan.for_shape(512, 262144, 132, "softmax") == RowPlan.coop(4096, 4)  # wide rows
+    # unaligned widths (aligned-body path) take fewer warps at bodies 8192 / 16384
+    assert RowPlan.for_shape(8193, 8191, 132, "softmax").num_warps == 4
+    assert RowPlan.for_shape(8192, 8192, 132, "softmax").num_warps == 8
+    assert RowPlan.for_shape(2047, 16385, 132, "rms").num_warps == 8
+    assert RowPlan.for_shape(2048, 16384, 132, "rms").num_warps == 16
+    for op in ("softmax_bwd", "rms_bwd"):  # the backwards never get a forward-only plan
+        for rows, width in ((2, 1048576), (128, 50257), (4096, 131072)):
+            assert RowPlan.for_shape(rows, width, 132, op).kind != "coop"
+    coop = RowPlan.coop(4096, 4)
+    assert coop.coop_chunks(50257, aligned_path=True) == 13  # body <= 50256 elements
+    assert coop.coop_chunks(50256, aligned_path=False) == 13
+    assert coop.coop_chunks(4096, aligned_path=False) == 1
     assert RowPlan.for_shape(128, 32769, 132).kind == "resident"  # enough rows: stay resident
     assert RowPlan.for_shape(4096, 4097, 132, "softmax").num_warps == 4
     wide = RowPlan.for_shape(4096, 131072, 132, "softmax")
@@ -184,6 +208,65 @@ def test_row_sum(rows, width, plan, dtype, device):
     out = row_sum_k.row_sum(x, torch.float32, plan=plan)
     assert out.dtype == torch.float32
     assert_close(out, row_sum_ref(x, torch.float32))
+
+
+# Cooperative split plans (forward only): one program per chunk of a row, the chunk kept in
+# registers, the row's statistics exchanged through zeroed int64 slots. The interpreter runs
+# programs one after another, so a row's first programs always time out (spin 0) and compute the
+# missing statistics themselves, while its last program finds every slot published: both paths
+# run in each case.
+COOP_CASES = [
+    (3, 1001, RowPlan.coop(128, 1)),  # unaligned rows: aligned body in 8 chunks, edge on chunk 0
+    (2, 1000, RowPlan.coop(256, 2)),  # aligned rows (no edge), 4 chunks, the last one ragged
+    (4, 77, RowPlan.coop(16, 1)),  # 5 chunks of 16, heads of 0-7 elements
+    (2, 64, RowPlan.coop(64, 1)),  # one chunk per row: nothing to wait for
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows,width,plan", COOP_CASES)
+def test_coop_forward(rows, width, plan, dtype, device):
+    x = _rand((rows + 2, width), dtype, device, scale=4.0, seed=50)
+    x[0, : (3 * width) // 4] = float("-inf")  # whole chunks of -inf
+    x[1, :] = float("-inf")  # documented result: zeros
+    y = softmax_k.softmax(x, plan=plan)
+    assert torch.equal(y[1].float().cpu(), torch.zeros(width))
+    assert_close(y, softmax_ref(x), msg="softmax", relative=True)
+    x[2, width // 2] = float("nan")
+    assert torch.isnan(softmax_k.softmax(x, plan=plan)[2]).all()
+    x = _rand((rows, width), dtype, device, seed=51)
+    r = _rand((rows, width), dtype, device, seed=52)
+    w = _rand((width,), dtype, device, seed=53)
+    y, h = rms_k.add_rms_norm(x, r, w, 1e-6, plan=plan)
+    y_ref, h_ref = add_rms_norm_ref(x, r, w, 1e-6)
+    assert_close(h, h_ref, msg="h")
+    assert_close(y, y_ref, msg="y")
+    assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x), msg="row_sum")
+    out = row_sum_k.row_sum(x, torch.float32, plan=plan)
+    assert_close(out, row_sum_ref(x, torch.float32), msg="row_sum fp32")
+
+
+@pytest.mark.parametrize("rows,width,plan", COOP_CASES[:3])
+def test_coop_strided_rows(rows, width, plan, device):
+    """Rows that are a slice of wider rows: the cooperative kernels' unaligned (scalar) path."""
+    base = _rand((rows, width + 11), torch.float16, device, scale=3.0, seed=54)
+    x = base[:, 3 : 3 + width]
+    r = _rand((rows, width + 5), torch.float16, device, seed=55)[:, 5:]
+    w = _rand((width,), torch.float16, device, seed=56)
+    assert_close(softmax_k.softmax(x, plan=plan), softmax_ref(x), relative=True)
+    y, h = rms_k.add_rms_norm(x, r, w, 1e-6, plan=plan)
+    y_ref, h_ref = add_rms_norm_ref(x, r, w, 1e-6)
+    assert_close(h, h_ref, msg="h")
+    assert_close(y, y_ref, msg="y")
+    assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x))
+
+
+def test_coop_plan_is_forward_only(device):
+    x = _rand((2, 300), torch.float32, device)
+    with pytest.raises(ValueError, match="forward"):
+        softmax_k.softmax_backward(x, x, plan=RowPlan.coop(64, 1))
+    with pytest.raises(ValueError, match="forward"):
+        rms_k.add_rms_norm_backward(x, None, x, x[0].contiguous(), 1e-6, plan=RowPlan.coop(64, 1))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

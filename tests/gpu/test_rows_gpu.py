@@ -64,6 +64,7 @@ PLANS = {
     "looped": RowPlan.looped(1024),
     "looped-persistent": RowPlan.looped(1024, programs_per_sm=1, evict=True),
     "split": RowPlan.split_for(40, 6001, 132, block=512),
+    "coop": RowPlan.coop(1024, 4),
 }
 
 
@@ -115,12 +116,14 @@ def test_new_row_counts_reuse_compiled_kernels_wide():
     """Looped (persistent) and split plans and the backward kernels: one compile per width."""
     width = 50257
     w = _rand((width,), torch.bfloat16, 1)
-    for rows in (3, 5, 300, 301):
+    for rows in (3, 5, 100, 300, 301):  # split, cooperative (softmax: SM/2 <= rows < SM), looped
         x = _rand((rows, width), torch.bfloat16)
         wg.softmax(x), wg.add_rms_norm(x, x, w), wg.row_sum(x)
-    kernels = [softmax_k._softmax_looped, rms_k._rms_looped, softmax_k._softmax_split_stats]
+    kernels = [softmax_k._softmax_looped, softmax_k._softmax_coop, rms_k._rms_coop,
+               softmax_k._softmax_split_stats]  # fmt: skip
     before = [compiled_variants(k) for k in kernels]
-    for rows in (7, 16, 512, 1000, 2048):
+    assert all(before), before  # every plan kind above ran
+    for rows in (7, 16, 120, 512, 1000, 2048):
         x = _rand((rows, width), torch.bfloat16)
         wg.softmax(x), wg.add_rms_norm(x, x, w), wg.row_sum(x)
     assert [compiled_variants(k) for k in kernels] == before
@@ -198,3 +201,38 @@ def test_compile_fullgraph_dynamic_rows():
             assert_close(g, e, msg=f"rows={rows} {name}")
         # the FP32 sum of z against the FP64 sum of the compiled z itself (its own input)
         assert_close(got[4], row_sum_ref(got[3], torch.float32), msg=f"rows={rows} sum")
+
+
+@pytest.mark.parametrize("shape", [(100, 50257), (3, 65537), (512, 262144)])
+def test_coop_plans_deterministic_and_compiled(shape):
+    """Cooperative plans on the GPU: rows' programs really run together (results are bit-identical
+    over 20 calls: the chunk statistics are merged in a fixed order), opcheck passes, and
+    torch.compile(fullgraph) traces the launchers' zeroed statistics slots."""
+    rows, width = shape
+    x, r = _rand(shape, torch.bfloat16, 11, 3.0), _rand(shape, torch.bfloat16, 12)
+    w = _rand((width,), torch.bfloat16, 13)
+    p = RowPlan.coop(4096, 4)
+    first = softmax_k.softmax(x, plan=p), rms_k.add_rms_norm(x, r, w, 1e-6, plan=p)
+    assert_close(first[0], softmax_ref(x), relative=True)
+    assert_close(first[1][0], add_rms_norm_ref(x, r, w, 1e-6)[0])
+    from warpgauge.kernels import row_sum as row_sum_k
+
+    s0 = row_sum_k.row_sum(x, plan=RowPlan.coop(16384, 8))
+    assert_close(s0, row_sum_ref(x))
+    for _ in range(20):
+        assert torch.equal(softmax_k.softmax(x, plan=p), first[0])
+        assert torch.equal(rms_k.add_rms_norm(x, r, w, 1e-6, plan=p)[0], first[1][0])
+        assert torch.equal(row_sum_k.row_sum(x, plan=RowPlan.coop(16384, 8)), s0)
+    if rows <= 100:
+        ops = torch.ops.warpgauge
+        torch.library.opcheck(ops.softmax, (x,))
+        torch.library.opcheck(ops.add_rms_norm, (x, r, w, 1e-6))
+        torch.library.opcheck(ops.row_sum, (x, None))
+
+    def block(x, r):
+        y, h = wg.add_rms_norm(x, r, w)
+        return wg.softmax(y), wg.row_sum(h, torch.float32)
+
+    got, want = torch.compile(block, fullgraph=True, dynamic=True)(x, r), block(x, r)
+    assert_close(got[0], want[0], relative=True)
+    assert_close(got[1], want[1])

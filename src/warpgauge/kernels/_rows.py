@@ -51,6 +51,55 @@ def edge_index(head, blen, N: tl.constexpr):
     return col, mask
 
 
+@triton.jit
+def pack2(a, b):
+    """Two fp32 scalars as one int64 (``a`` in the high word): published with one atomic, so a
+    reader sees both or neither. Callers make sure a valid pair never packs to 0."""
+    hi = a.to(tl.int32, bitcast=True).to(tl.int64)
+    lo = b.to(tl.uint32, bitcast=True).to(tl.int64)
+    return (hi << 32) | lo
+
+
+@triton.jit
+def unpack2(v):
+    """Inverse of ``pack2`` (elementwise): (high fp32, low fp32)."""
+    a = (v >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+    b = v.to(tl.int32).to(tl.float32, bitcast=True)
+    return a, b
+
+
+@triton.jit
+def wait_slots(slot_ptr, spin, G: tl.constexpr, GP: tl.constexpr):
+    """Cooperative plans: poll a row's ``G`` statistics slots (int64, zeroed before the launch,
+    each written once by its program with an atomic) until all are non-zero or ``spin`` polls
+    have passed. Returns the slots ([GP], padding lanes 1) and how many are still missing
+    (non-zero only after a timeout: the caller then computes the missing statistics itself, so
+    a program never waits forever for one that is not scheduled)."""
+    k = tl.arange(0, GP)
+    v = tl.load(slot_ptr + k, mask=k < G, other=1, volatile=True)
+    missing = tl.sum((v == 0).to(tl.int32), 0)
+    it = 0
+    while (missing > 0) & (it < spin):
+        v = tl.load(slot_ptr + k, mask=k < G, other=1, volatile=True)
+        missing = tl.sum((v == 0).to(tl.int32), 0)
+        it += 1
+    return v, missing
+
+
+def coop_spin() -> int:
+    """Polls a cooperative program makes before computing missing statistics itself: none under
+    the interpreter (programs run one after another there), else about 1e6 (~1 s of polling:
+    only a program whose row-mates are not scheduled at all ever reaches it)."""
+    from .._device import interpreter_enabled
+
+    return 0 if interpreter_enabled() else 1 << 20
+
+
+def coop_slots(rows: int, chunks: int, device) -> torch.Tensor:
+    """Zeroed statistics slots for a cooperative launch (one int64 per program)."""
+    return torch.zeros(rows * chunks, dtype=torch.int64, device=device)
+
+
 def align_for(n: int, x_stride: int, *strides: int) -> bool:
     """True when the ALIGN path pays: rows of at least 64 elements whose starts are not 8-element
     multiples, and every tensor read or written with that row shares the same row stride (so one
@@ -70,4 +119,17 @@ def plan_for(rows: int, width: int, device: torch.device, plan: RowPlan | None, 
     return row_plan(rows, width, device, plan, op)
 
 
-__all__ = ["plan_for", "EDGE", "body_span", "edge_index", "align_for", "stride8", "triton"]
+__all__ = [
+    "plan_for",
+    "pack2",
+    "unpack2",
+    "wait_slots",
+    "coop_spin",
+    "coop_slots",
+    "EDGE",
+    "body_span",
+    "edge_index",
+    "align_for",
+    "stride8",
+    "triton",
+]

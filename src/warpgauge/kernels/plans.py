@@ -80,6 +80,35 @@ RMS_BWD_PREFETCH_MAX = 8192
 RMS_BWD_RESIDENT_MAX = 16384
 
 
+# Cooperative plans (block, warps) beyond the resident range: results/rows-wide-h200/wide_r1.json
+# ("W1", tuning/wide_tune.py: BF16, CUDA-graph replay, inputs rotated past 3x L2, FP64-gated).
+# add_rms_norm 4096/4: 3.25-3.63 TB/s at 50257-262144 with 128-667 rows vs 2.35-3.49 for the
+# looped rule (8192/8 within 2% at 128256-131072, 4-22% slower at ragged widths 151936/200003);
+# few rows 128x50257 2.60 vs 1.85 split, 100x65537 2.61 vs 1.52, 64x131072 2.98 vs 2.80, and
+# within 3.5% of split at 16x262144, 32x151936, 2x1048576.
+COOP_RMS = (4096, 4)
+# row_sum 16384/8: 4.01-4.17 TB/s at every width 50257-262144 (looped 4096/8: 3.49-4.32, worst
+# at ragged widths); 128x50257 1.72 vs 0.79 split, 100x65537 1.76 vs 1.28. Needs rows * chunks
+# >= SMs: 2x1048576 split 1.03 vs 0.89.
+COOP_ROW_SUM = (16384, 8)
+# softmax 4096/4 (one exp per element; results/rows-wide-h200/wide_r2.json, "W2", two passes),
+# fewer rows than SMs but at least SM/2: 128x50257 1.93-1.96 vs 1.44 split in W1 (torch 1.61);
+# W1 (two exps) 100x65537 2.00 vs 1.38; fewer rows keep split (W1 32x151936 1.70 vs 1.51).
+# Many rows: coop from width COOP_SOFTMAX_MIN_WIDTH, between the widths where W1/W2 measured
+# looped ahead (128256 2.76 vs 2.38; 512x131072 2.88-2.89 vs 2.70-2.74) and coop ahead
+# (441x151936 2.43-2.45 vs 2.29, 256x262144 2.70-2.71 vs 2.47-2.48, W1 335x200003 2.36 vs 2.14).
+# At 50257 and 65537 both give 2.37-2.57 (ties); 98304 (W1: coop 2.70 vs 2.45) stays looped.
+COOP_SOFTMAX = (4096, 4)
+COOP_SOFTMAX_MIN_WIDTH = 139264
+# Unaligned widths (aligned-body path) want fewer warps at the 8192 and 16384 bodies. W2:
+# softmax 8193x8191 4.00 TB/s at 4 warps vs 3.87-3.90 at 8 (R2: aligned 8192-wide bodies keep 8:
+# 5120/7168/8192 at 3.94-3.99 vs 3.88-3.93 at 4); RMSNorm 4096x8191 3.85-3.86 at 8 warps vs
+# 3.68-3.69 at 16, 2047x16385 3.67-3.69 vs 3.41 (R2: aligned widths keep 16, 8 is 0.05 slower).
+UNALIGNED_WARPS = {"softmax": 4, "rms": 8}
+# Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
+COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
+
+
 def _warps(block: int) -> int:
     """Warps for a block: <=128 -> 1, <=512 -> 2, <=2048 -> 4, 4096 -> 8, 8192+ -> 16."""
     for limit, warps in ((128, 1), (512, 2), (2048, 4), (4096, 8)):
@@ -143,8 +172,10 @@ class RowPlan:
     align: bool = True
 
     def __post_init__(self):
-        if self.kind not in ("resident", "looped", "split"):
-            raise ValueError(f"plan kind must be resident, looped or split, got {self.kind!r}")
+        if self.kind not in ("resident", "looped", "split", "coop"):
+            raise ValueError(
+                f"plan kind must be resident, looped, split or coop, got {self.kind!r}"
+            )
         if self.block < 1 or self.block & (self.block - 1):
             raise ValueError(f"plan block must be a power of two, got {self.block}")
         if self.rows < 1 or self.rows & (self.rows - 1):
@@ -167,6 +198,11 @@ class RowPlan:
         """Power of two covering any chunk count this width can have (depends on the width and
         block only, so a new row count never compiles a new merge kernel)."""
         return triton.next_power_of_2(min(triton.cdiv(width, self.block), MAX_SPLIT))
+
+    def coop_chunks(self, width: int, aligned_path: bool) -> int:
+        """Programs per row of a cooperative plan: blocks covering the row's body (at most
+        ``width // 8 * 8`` elements on the aligned path, whose edge goes with chunk 0)."""
+        return triton.cdiv(width // 8 * 8 if aligned_path else width, self.block)
 
     def n_chunks(self, width: int) -> int:
         return triton.cdiv(width, self.chunk(width)) if self.kind == "split" else 1
@@ -215,6 +251,12 @@ class RowPlan:
         )
 
     @staticmethod
+    def coop(block: int, num_warps: int | None = None) -> RowPlan:
+        """Cooperative split: ``block``-wide chunks of a row, one program each, the chunk held
+        in registers while the row's statistics are exchanged through global memory."""
+        return RowPlan("coop", block, num_warps or _softmax_warps(block))
+
+    @staticmethod
     def split_for(
         rows: int,
         width: int,
@@ -235,13 +277,17 @@ class RowPlan:
     @classmethod
     def for_shape(cls, rows: int, width: int, sm_count: int, op: str = "") -> RowPlan:
         """The rule. ``op`` is one of ``softmax``, ``softmax_bwd``, ``rms``, ``rms_bwd``,
-        ``row_sum`` (``""``: the generic rule, which is the forward RMSNorm rule).
+        ``row_sum`` (``""``: the generic rule: resident, split or looped as the forward RMSNorm
+        rule had it before the cooperative plans; the launchers always pass their op).
 
         - resident when the row's aligned body fits ``RESIDENT_MAX``, unless the row is wider
           than ``SPLIT_MIN_WIDTH`` and there are fewer than ``RESIDENT_WIDE_MIN_ROWS_PER_SM *
-          sm_count`` rows (then split);
+          sm_count`` rows;
+        - otherwise cooperative (``coop``): add_rms_norm at any row count; row_sum when its
+          chunks give at least one program per SM; softmax with fewer rows than SMs but at
+          least ``RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count``;
         - otherwise split when there are fewer rows than ``SPLIT_ROWS_PER_SM * sm_count``;
-        - otherwise looped on a persistent grid.
+        - otherwise looped on a persistent grid (softmax; the backwards).
         """
         body = body_block(width)
         few = rows < SPLIT_ROWS_PER_SM * sm_count
@@ -251,18 +297,30 @@ class RowPlan:
         ):
             if op == "softmax" and body == 32768 and width > SOFTMAX_PREFETCH_MIN_WIDTH:
                 return RowPlan("resident", body, 32, programs_per_sm=2)
+            unaligned = width % 8 != 0  # contiguous rows take the aligned-body path (_rows.py)
+            if op == "softmax" and unaligned and body == 8192:
+                return cls.resident(width, num_warps=UNALIGNED_WARPS["softmax"])
             if op in ("softmax", "row_sum"):
                 return cls.resident(width, num_warps=_softmax_warps(body))
+            if op == "rms" and unaligned and body in (8192, 16384):
+                return cls.resident(width, num_warps=UNALIGNED_WARPS["rms"])
             if op == "rms_bwd":
                 if body > RMS_BWD_PREFETCH_MAX:
                     return RowPlan("resident", body, 16, programs_per_sm=1, prefetch=False)
                 per_sm = max(1, RMS_BWD_PREFETCH_MAX // body)
                 return RowPlan("resident", body, _warps(body), programs_per_sm=per_sm)
             return cls.resident(width)
+        if op == "rms":  # beyond resident, any row count
+            return cls.coop(*COOP_RMS)
+        if op == "row_sum" and rows * triton.cdiv(width, COOP_ROW_SUM[0]) >= sm_count:
+            return cls.coop(*COOP_ROW_SUM)
+        if op == "softmax" and (
+            (few and rows >= RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count)
+            or (not few and width >= COOP_SOFTMAX_MIN_WIDTH)
+        ):
+            return cls.coop(*COOP_SOFTMAX)
         if few:
             return cls.split_for(rows, width, sm_count)
-        if op == "row_sum":
-            return cls.looped(4096, 8)
         if op == "softmax":
             if width >= LOOPED_WIDE:
                 return cls.looped(16384, 32, programs_per_sm=2, evict=True, lane_stats=True)
@@ -309,6 +367,10 @@ class RowPlan:
                         out.append(cls.looped(block, warps, programs_per_sm=k, evict=k > 0))
                     if op in ("softmax", ""):
                         out.append(cls.looped(block, warps, 2, evict=True, lane_stats=True))
+        if width > 2048 and op not in ("rms_bwd", "softmax_bwd"):
+            for block, warps in COOP_CANDIDATES:
+                if block < width:
+                    out.append(cls.coop(block, warps))
         if width > 2048 and rows < 2 * sm_count and op not in ("rms_bwd", "softmax_bwd"):
             out.append(cls.split_for(rows, width, sm_count))
             for block in (2048, 4096, 8192):

@@ -24,7 +24,18 @@ import triton.language as tl
 from .._checks import check_eps, check_same_device, check_same_dtype, check_tensor, rows_view
 from .._device import device_info
 from ._launch import empty, empty_rows_like, launch
-from ._rows import align_for, body_span, edge_index, plan_for, stride8
+from ._rows import (
+    align_for,
+    body_span,
+    coop_slots,
+    coop_spin,
+    edge_index,
+    pack2,
+    plan_for,
+    stride8,
+    unpack2,
+    wait_slots,
+)
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -216,6 +227,122 @@ def _rms_looped(
             tl.store(y_ptr + ob + ecol, (hef * rstd * we).to(y_ptr.dtype.element_ty), mask=em)
 
 
+@triton.jit
+def _coop_chunk(x_ptr, r_ptr, xs, rs, ob, blen, ecol, em, j, h_ty, BLOCK: tl.constexpr):
+    """Chunk ``j`` of a row: h (rounded to the output dtype), h's edge (chunk 0 only) and the
+    chunk's sum of squares of h; the same code for the owner and for a program that computes a
+    missing chunk itself, so both get the same bits."""
+    idx = j * BLOCK + tl.arange(0, BLOCK)
+    m = idx < blen
+    x = tl.load(x_ptr + xs + idx, mask=m, other=0.0).to(tl.float32)
+    r = tl.load(r_ptr + rs + idx, mask=m, other=0.0).to(tl.float32)
+    h = (x + r).to(h_ty)
+    emj = em & (ecol < tl.where(j == 0, 1 << 30, 0))
+    xe = tl.load(x_ptr + ob + ecol, mask=emj, other=0.0).to(tl.float32)
+    re = tl.load(r_ptr + ob + ecol, mask=emj, other=0.0).to(tl.float32)
+    he = (xe + re).to(h_ty)
+    hf = h.to(tl.float32)
+    hef = he.to(tl.float32)
+    return h, he, tl.sum(hf * hf, 0) + tl.sum(hef * hef, 0)
+
+
+@triton.jit
+def _coop_fallback(x_ptr, r_ptr, xs, rs, ob, blen, ecol, em, v, h_ty, G: tl.constexpr,
+                   BLOCK: tl.constexpr):  # fmt: skip
+    """Every chunk's sum of squares, computed by this program in slices of BLOCK // 8 (few
+    registers: this path runs only when a row-mate is not scheduled within ``spin`` polls; the
+    slices sum in another order than the owner's block reduction, within rounding)."""
+    k = tl.arange(0, v.shape[0])
+    offs = tl.arange(0, BLOCK // 8)
+    for j in range(0, G):
+        if tl.sum(tl.where(k == j, v, 0), 0) == 0:  # still missing (others keep their bits)
+            emj = em & (ecol < tl.where(j == 0, 1 << 30, 0))
+            xe = tl.load(x_ptr + ob + ecol, mask=emj, other=0.0).to(tl.float32)
+            re = tl.load(r_ptr + ob + ecol, mask=emj, other=0.0).to(tl.float32)
+            he = (xe + re).to(h_ty).to(tl.float32)
+            acc = tl.zeros([BLOCK // 8], tl.float32)
+            for q in range(0, BLOCK, BLOCK // 8):
+                idx = j * BLOCK + q + offs
+                x = tl.load(x_ptr + xs + idx, mask=idx < blen, other=0.0).to(tl.float32)
+                r = tl.load(r_ptr + rs + idx, mask=idx < blen, other=0.0).to(tl.float32)
+                h = (x + r).to(h_ty).to(tl.float32)
+                acc += h * h
+            ss = tl.sum(acc, 0) + tl.sum(he * he, 0)
+            v = tl.where(k == j, pack2(tl.full([], 1.0, tl.float32), ss), v)
+    return v
+
+
+@triton.jit(do_not_specialize=["n_rows", "spin"])
+def _rms_coop(
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    slot_ptr,
+    x_stride,
+    r_stride,
+    n_rows,
+    eps,
+    spin,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    G: tl.constexpr,
+    GP: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+):
+    # Cooperative split: program pid takes chunk pid % G of row pid // G, keeps h in registers,
+    # publishes the chunk's sum of squares (with a marker word, so a slot is never 0), waits for
+    # the row's other chunks, adds them in chunk order and writes y. The G programs of a row are
+    # adjacent in the grid, so they run together.
+    # I/O: read x and r, write h and y, read w: as the resident plan (+ 8 bytes per program).
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+        r_stride = r_stride // 8 * 8
+    pid = tl.program_id(0)
+    c = pid % G
+    row = (pid // G).to(tl.int64)
+    ob = row * N
+    if ALIGN:  # x_stride == r_stride == N (launcher): every tensor's rows share their head
+        head, start, blen = body_span(ob, N)
+        xs = start
+        rs = start
+        hs = start
+        ecol, em = edge_index(head, blen, N)
+    else:
+        head = 0
+        blen = N
+        xs = row * x_stride
+        rs = row * r_stride
+        hs = ob
+        ecol = tl.arange(0, 16)
+        em = ecol < 0
+    h_ty = h_ptr.dtype.element_ty
+    h, he, ss = _coop_chunk(x_ptr, r_ptr, xs, rs, ob, blen, ecol, em, c, h_ty, BLOCK)
+    slots = slot_ptr + row * G
+    tl.atomic_xchg(slots + c, pack2(tl.full([], 1.0, tl.float32), ss))
+    idx = c * BLOCK + tl.arange(0, BLOCK)
+    m = idx < blen
+    tl.store(h_ptr + hs + idx, h, mask=m)
+    tl.store(h_ptr + ob + ecol, he, mask=em & (ecol < tl.where(c == 0, N, 0)))
+    v, missing = wait_slots(slots, spin, G, GP)
+    k = tl.arange(0, GP)
+    if missing > 0:  # row-mates not scheduled in time: compute their sums here
+        v = _coop_fallback(x_ptr, r_ptr, xs, rs, ob, blen, ecol, em, v, h_ty, G, BLOCK)
+    _one, sv = unpack2(v)
+    total = tl.sum(tl.where(k < G, sv, 0.0), 0)
+    rstd = 1.0 / tl.sqrt(total / N + tl.cast(eps, tl.float32))
+    w = tl.load(w_ptr + head + idx, mask=m, other=0.0).to(tl.float32)
+    tl.store(y_ptr + hs + idx, (h.to(tl.float32) * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
+    if ALIGN:
+        we = tl.load(w_ptr + ecol, mask=em & (ecol < tl.where(c == 0, N, 0)), other=0.0).to(
+            tl.float32
+        )
+        ye = (he.to(tl.float32) * rstd * we).to(y_ptr.dtype.element_ty)
+        tl.store(y_ptr + ob + ecol, ye, mask=em & (ecol < tl.where(c == 0, N, 0)))
+
+
 @triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _rms_split_stats(
     x_ptr,
@@ -326,6 +453,12 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
         launch(_rms_resident, (p.programs(rows, 1),), x2, r2, weight, y, h, xs, rs, rows, eps,
             N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
         )  # fmt: skip
+    elif p.kind == "coop":
+        g = p.coop_chunks(n, align)
+        launch(_rms_coop, (rows * g,), x2, r2, weight, y, h, coop_slots(rows, g, x.device),
+            xs, rs, rows, eps, coop_spin(), N=n, BLOCK=p.block, G=g,
+            GP=triton.next_power_of_2(g), ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
     elif p.kind == "looped":
         grid = (p.programs(rows, device_info(x.device).sm_count),)
         keep, drop = ("evict_last", "evict_first") if p.evict else ("", "")
@@ -336,36 +469,12 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks), torch.float32, x.device)
-        launch(
-            _rms_split_stats,
-            (rows, n_chunks),
-            x2,
-            r2,
-            h,
-            part,
-            xs,
-            rs,
-            chunk,
-            n_chunks,
-            N=n,
-            BLOCK=p.block,
-            num_warps=p.num_warps,
-        )
-        launch(
-            _rms_split_write,
-            (rows, n_chunks),
-            weight,
-            y,
-            h,
-            part,
-            eps,
-            chunk,
-            n_chunks,
-            N=n,
-            BLOCK=p.block,
-            SPLIT_PAD=p.split_pad(n),
-            num_warps=p.num_warps,
-        )
+        launch(_rms_split_stats, (rows, n_chunks), x2, r2, h, part, xs, rs, chunk, n_chunks,
+            N=n, BLOCK=p.block, num_warps=p.num_warps,
+        )  # fmt: skip
+        launch(_rms_split_write, (rows, n_chunks), weight, y, h, part, eps, chunk, n_chunks,
+            N=n, BLOCK=p.block, SPLIT_PAD=p.split_pad(n), num_warps=p.num_warps,
+        )  # fmt: skip
     return y, h
 
 

@@ -293,6 +293,11 @@ def add_rms_norm_backward(
         return dx, dw
     rstd = empty((rows,), torch.float32, h.device)  # per-row 1/rms for the separate dw pass
     p = plan_for(rows, n, h.device, plan, "rms_bwd")
+    if p.kind == "coop":
+        raise ValueError(
+            "plan: cooperative (coop) plans are forward-only; pass a resident, looped or split "
+            "plan, or plan=None for the rule"
+        )
     has_dh = dh is not None
     dh_arg = dh if has_dh else dy  # never read when HAS_DH is False
     dx_arg = dx if dx is not None else empty(h.shape, h.dtype, h.device)

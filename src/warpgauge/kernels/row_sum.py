@@ -14,7 +14,18 @@ import triton.language as tl
 from .._checks import check_out_dtype, check_tensor, rows_view
 from .._device import device_info
 from ._launch import empty, launch
-from ._rows import align_for, body_span, edge_index, plan_for, stride8
+from ._rows import (
+    align_for,
+    body_span,
+    coop_slots,
+    coop_spin,
+    edge_index,
+    pack2,
+    plan_for,
+    stride8,
+    unpack2,
+    wait_slots,
+)
 from .plans import RowPlan
 from .work import Work, esize
 
@@ -87,6 +98,63 @@ def _row_sum_looped(
         tl.store(y_ptr + row, (tl.sum(acc, 0) + tail).to(y_ptr.dtype.element_ty))
 
 
+@triton.jit(do_not_specialize=["n_rows", "spin"])
+def _row_sum_coop(
+    x_ptr,
+    y_ptr,
+    slot_ptr,
+    x_stride,
+    n_rows,
+    spin,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    G: tl.constexpr,
+    GP: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+):
+    # Cooperative split in one kernel: program pid sums chunk pid % G of row pid // G and
+    # publishes the partial (with a marker word, so a slot is never 0); the row's chunk-0
+    # program waits for all partials and adds them in chunk order (deterministic, no atomic
+    # adds). I/O: read x once, write one value per row (+ 8 bytes per program, in L2).
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+    pid = tl.program_id(0)
+    c = pid % G
+    row = (pid // G).to(tl.int64)
+    xb = row * x_stride
+    if ALIGN:
+        head, start, blen = body_span(xb, N)
+        ecol, em = edge_index(head, blen, N)
+    else:
+        start = xb
+        blen = N
+        ecol = tl.arange(0, 16)
+        em = ecol < 0
+    idx = c * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + start + idx, mask=idx < blen, other=0.0).to(tl.float32)
+    xe = tl.load(x_ptr + xb + ecol, mask=em & (ecol < tl.where(c == 0, N, 0)), other=0.0)
+    slots = slot_ptr + row * G
+    one = tl.full([], 1.0, tl.float32)
+    tl.atomic_xchg(slots + c, pack2(one, tl.sum(x, 0) + tl.sum(xe.to(tl.float32), 0)))
+    if c == 0:
+        v, missing = wait_slots(slots, spin, G, GP)
+        k = tl.arange(0, GP)
+        if missing > 0:  # row-mates not scheduled in time: sum their chunks here
+            offs = tl.arange(0, BLOCK // 8)
+            for j in range(1, G):
+                if tl.sum(tl.where(k == j, v, 0), 0) == 0:  # still missing
+                    acc = tl.zeros([BLOCK // 8], tl.float32)
+                    for q in range(0, BLOCK, BLOCK // 8):
+                        jdx = j * BLOCK + q + offs
+                        xj = tl.load(x_ptr + start + jdx, mask=jdx < blen, other=0.0)
+                        acc += xj.to(tl.float32)
+                    v = tl.where(k == j, pack2(one, tl.sum(acc, 0)), v)
+        _one, parts = unpack2(v)
+        total = tl.sum(tl.where(k < G, parts, 0.0), 0)
+        tl.store(y_ptr + row, total.to(y_ptr.dtype.element_ty))
+
+
 @triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _row_sum_split(
     x_ptr, part_ptr, x_stride, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
@@ -126,6 +194,12 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
         block = p.resident_block(n, align)
         launch(_row_sum_resident, (p.programs(rows, 1),), x2, y, stride, rows,
             N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
+    elif p.kind == "coop":
+        g = p.coop_chunks(n, align)
+        launch(_row_sum_coop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride, rows,
+            coop_spin(), N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g), ALIGN=align,
+            S8=s8, num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "looped":
         grid = (p.programs(rows, device_info(x.device).sm_count),)

@@ -148,6 +148,11 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = N
     if rows == 0:
         return dx
     p = plan_for(rows, n, y.device, plan, "softmax_bwd")
+    if p.kind == "coop":
+        raise ValueError(
+            "plan: cooperative (coop) plans are forward-only; pass a resident, looped or split "
+            "plan, or plan=None for the rule"
+        )
     if p.kind == "resident":
         align = p.align and align_for(n, n)
         launch(_softmax_bwd_resident, (p.programs(rows, 1),), y, dy, dx, rows,
