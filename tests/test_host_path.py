@@ -424,3 +424,25 @@ def test_eager_entry_routes_like_route():
         assert (got if got in (_eager.OP, _eager.GRAD) else _eager.DIRECT) == want, args
     with torch.no_grad():
         assert _eager.eager(mod, "f", (xg,)) == "launched"
+
+
+def test_compiled_variants_counts_plain_and_autotuned_kernels():
+    """A @triton.jit kernel holds its caches itself (its ``fn`` is the Python function); an
+    autotuner or heuristics wrapper holds the kernel in ``fn``. Both are counted."""
+    from collections import defaultdict
+
+    from warpgauge.kernels._launch import compiled_variants
+
+    class Jit:  # the shape of triton.runtime.JITFunction
+        def __init__(self, n):
+            self.fn = lambda: None
+            self.device_caches = defaultdict(tuple)
+            self.device_caches[0] = ({i: object() for i in range(n)}, {}, None, None, None)
+
+    class Wrapper:  # Autotuner / Heuristics
+        def __init__(self, fn):
+            self.fn = fn
+
+    assert compiled_variants(Jit(2)) == 2
+    assert compiled_variants(Wrapper(Wrapper(Jit(3)))) == 3
+    assert compiled_variants(lambda: None) == 0
