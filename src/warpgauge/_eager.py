@@ -134,7 +134,7 @@ def eager(module, name, args):
     Returns OP or GRAD (the caller takes the registered op or the autograd Function, as for
     ``route``), else the launcher's result: replayed when a recording of this signature exists.
     The loop that routes the tensors also builds the replay signature (``_replay._signature``'s,
-    value for value), and a replay hit runs here, so a repeated call costs one Python frame
+    value for value) and ``_replayed`` runs the hit, so a repeated call costs two Python frames
     for routing, signature and lookup instead of five. A non-tensor where a tensor belongs is
     routed like a scalar: the launcher's validation then raises its TypeError."""
     if _is_compiling() or _functorch_active():
@@ -192,18 +192,7 @@ def eager(module, name, args):
         return _unwrapped(launcher, *args)
     if sig is None:
         return _unwrapped(launcher, *args)
-    sig = tuple(sig)
-    per = _RECIPES.get(launcher)
-    if per is not None and _launch._RECORDING is None:
-        recipe = per.get(sig)
-        if type(recipe) is _Recipe:
-            out = recipe.run(tensors)
-            if out is not _REFUSED:
-                _STATS["replays"] += 1
-                return out
-            _STATS["refused"] += 1
-            return _unwrapped(launcher, *args)
-    return _replay.lookup(launcher, args, _unwrapped, sig, tensors)
+    return _replayed(launcher, args, tuple(sig), tensors)
 
 
 def _backward(op, launcher, *args):

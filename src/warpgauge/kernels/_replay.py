@@ -74,11 +74,6 @@ ENABLED = os.environ.get("WARPGAUGE_REPLAY", "1") not in ("", "0")
 ANY_DEVICE = False  # a seam: the CPU tests replay CPU tensors (real replays need CUDA tensors)
 
 
-def device_ok(t) -> bool:
-    """Replay needs real GPU tensors (``ANY_DEVICE``: any tensor, for the CPU tests)."""
-    return t.is_cuda or ANY_DEVICE
-
-
 _RECIPES: dict = {}  # launcher -> {signature: _Recipe | _NEVER}
 STATS = {"replays": 0, "recorded": 0, "refused": 0, "never": 0}
 
