@@ -51,7 +51,7 @@ tests_part() {  # GPU tests in parallel lanes; correctness only, so sharing the 
   mkdir -p "$d"
   lane() { local n=$1 t=$2; shift 2; t=${LANE_S:-$t}; ( timeout -k 5 "$t" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
   echo "[$(stamp)] gpu tests"
-  lane engine 160 $P tests/gpu/test_bench_engine_gpu.py tests/gpu/test_host_path_gpu.py
+  lane engine 160 $P tests/gpu/test_bench_engine_gpu.py tests/gpu/test_host_path_gpu.py tests/gpu/test_faults_gpu.py
   lane rows 160 $P tests/gpu/test_rows_gpu.py -k "not full_size"
   lane rows_full 160 $P tests/gpu/test_rows_gpu.py -k "full_size"
   lane gemm_int4 160 $P tests/gpu/test_gemm_int4_gpu.py
@@ -82,6 +82,22 @@ hardening_part() {  # correctness only (shares the GPU with the tests): sanitize
   grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|cases passed|^exit" "$d"/sanitize/*/*.log 2>/dev/null | sort | uniq -c
   for f in "$d"/props-*.log; do printf '%s %s\n' "$(basename "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
   pack hardening
+}
+
+sanitize_part() {  # memcheck (4 shards), racecheck (2), initcheck (4); correctness only
+  local d="$OUT/sanitize" i
+  mkdir -p "$d"
+  echo "[$(stamp)] compute-sanitizer memcheck (4 shards), racecheck (2), initcheck (4)"
+  for i in 0 1 2 3; do
+    ( SANITIZE_SHARD=$i/4 SANITIZE_TIMEOUT=${HARDEN_S:-200} bash scripts/sanitize.sh "$d/memcheck-$i" memcheck >/dev/null 2>&1 ) &
+    ( SANITIZE_SHARD=$i/4 SANITIZE_TIMEOUT=${HARDEN_S:-200} bash scripts/sanitize.sh "$d/initcheck-$i" initcheck >/dev/null 2>&1 ) &
+  done
+  for i in 0 1; do
+    ( SANITIZE_SHARD=$i/2 SANITIZE_TIMEOUT=${HARDEN_S:-200} bash scripts/sanitize.sh "$d/racecheck-$i" racecheck >/dev/null 2>&1 ) &
+  done
+  wait
+  for f in "$d"/*/*.log; do printf '%-22s %s\n' "$(basename "$(dirname "$f")")" "$(grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|cases passed|^exit" "$f" | tr '\n' ' ')"; done
+  pack sanitize
 }
 
 case "${1:-}" in
@@ -136,6 +152,14 @@ case "${1:-}" in
     bench_part fwd-rows-wide 170 --ops softmax,add_rms_norm,row_sum --lanes cold --max-minutes 2.4 \
       --shapes '*x32000,*x32769,*x50257,*x65537,*x128256,*x131072,*x151936,*x262144,*x1048576'
     ;;
-  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2"; exit 2 ;;
+  s6a)  # carries .whl (and .xchg): tests + sanitizers side by side, then alone: helpers, plans
+    install_wheels
+    sanitize_part &
+    tests_part
+    wait
+    if [ -f .xchg/run_all.sh ]; then echo "[$(stamp)] helpers"; bash .xchg/run_all.sh >"$OUT/helpers.txt" 2>&1; fi
+    bench_part plans "${PLANS_S:-150}" --mode plans --quick --max-minutes 2.0
+    ;;
+  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a"; exit 2 ;;
 esac
 ls -la "$OUT"

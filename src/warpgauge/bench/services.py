@@ -101,4 +101,5 @@ def default_services(suite: Suite, device_index: int = 0, ui=None) -> Services:
         sampling_guard=sampling_guard,
         clocks=clocks.NvmlClocks(device_index),
         sampler=modes.sampler_for(suite, timing.MonotonicClock()),
+        stuck_grace_s=suite.sampling.stuck_grace_s,
     )

@@ -76,6 +76,7 @@ class Sampling:
     max_rounds: int = 16
     batch_ms: float = 2.0  # device time one provider's batch aims at within a round
     provider_timeout_s: float = 300.0  # one provider's build+gate, capture, or batch; 0: none
+    stuck_grace_s: float = 30.0  # past the limit, how long a call blocked in the driver may take
 
     def check(self) -> Sampling:
         problems = []

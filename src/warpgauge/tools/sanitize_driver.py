@@ -10,7 +10,8 @@ against the FP64 reference: a case that runs clean but computes the wrong number
 Outputs are poisoned (NaN) so an unwritten element fails the check.
 
 Shapes are small (a sanitizer slows each kernel by 10-100x) but reach every plan: resident,
-looped and split row plans are forced with ``plan=``; the GEMM runs odd M/N/K, transposed and
+looped, split and cooperative row plans are forced with ``plan=`` (the cooperative plan is
+forward only; its cases run the backward on the automatic rule); the GEMM runs odd M/N/K, transposed and
 sliced operands; INT4 runs the FMA GEMV, the tensor-core GEMV and the tiled path, each with and
 without split-K, and its input gradient. ``--size tiny`` is for racecheck/initcheck (slower).
 
@@ -63,24 +64,27 @@ def _cases(size: str):
         "resident": RowPlan.resident(width),
         "looped": RowPlan.looped(128 if tiny else 512),
         "split": RowPlan("split", 64 if tiny else 256, 2, split=3),
+        # forward only: the programs of a row exchange statistics through L2 slots
+        "coop": RowPlan.coop(128 if tiny else 512, 4),
     }
     out: list[tuple[str, str, Callable[[], None]]] = []
 
     for dtype in (torch.bfloat16, torch.float32):
         for pname, plan in plans.items():
             tag = f"{rows}x{width} {str(dtype)[6:]} plan={pname}"
+            bplan = None if plan.kind == "coop" else plan  # the backward's own rule
 
-            def softmax_case(plan=plan, dtype=dtype):
+            def softmax_case(plan=plan, bplan=bplan, dtype=dtype):
                 x = rand(rows, 2 * width, dtype=dtype, scale=4.0)[:, :width]  # strided rows
                 x[0, : width // 2] = float("-inf")
                 x[1] = float("-inf")
                 y = softmax_k.softmax(x, plan=plan)
                 assert_close(y, softmax_ref(x), relative=True, msg="softmax")
                 dy = rand(rows, width, dtype=dtype)
-                dx = softmax_k.softmax_backward(y, dy, plan=plan)
+                dx = softmax_k.softmax_backward(y, dy, plan=bplan)
                 assert_close(dx, softmax_bwd_ref(y, dy), msg="softmax backward")
 
-            def rms_case(plan=plan, dtype=dtype):
+            def rms_case(plan=plan, bplan=bplan, dtype=dtype):
                 x = rand(rows, 2 * width, dtype=dtype)[:, width:]
                 r = rand(rows, width, dtype=dtype)
                 w = rand(width, dtype=dtype)
@@ -90,7 +94,7 @@ def _cases(size: str):
                 assert_close(y, y_ref, msg="y")
                 dy, dh = rand(rows, width, dtype=dtype), rand(rows, width, dtype=dtype)
                 for dh_arg in (None, dh):
-                    dx, dw = rms_k.add_rms_norm_backward(dy, dh_arg, h, w, 1e-6, plan=plan)
+                    dx, dw = rms_k.add_rms_norm_backward(dy, dh_arg, h, w, 1e-6, plan=bplan)
                     h64 = h.double().requires_grad_(True)
                     w64 = w.double().requires_grad_(True)
                     rstd = torch.rsqrt(h64.square().mean(-1, keepdim=True) + 1e-6)
