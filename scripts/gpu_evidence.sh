@@ -39,7 +39,7 @@ bench_part() {  # bench_part NAME LIMIT_S ARGS...: one run under $OUT/NAME, vali
   echo "bench exit $?" >>"$OUT/$name/bench.log"
   for run in "$OUT/$name"/*/; do
     [ -f "$run/run.json" ] || continue
-    timeout 60 python3 -m warpgauge validate "$run" >"$OUT/$name/validate.txt" 2>&1
+    timeout 60 python3 -m warpgauge validate "$run" >>"$OUT/$name/validate.txt" 2>&1
     echo "validate exit $?" >>"$OUT/$name/validate.txt"
   done
   tail -n 4 "$OUT/$name/bench.log" "$OUT/$name/validate.txt" 2>/dev/null
@@ -98,6 +98,22 @@ sanitize_part() {  # memcheck (4 shards), racecheck (2), initcheck (4); correctn
   wait
   for f in "$d"/*/*.log; do printf '%-22s %s\n' "$(basename "$(dirname "$f")")" "$(grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|cases passed|^exit" "$f" | tr '\n' ' ')"; done
   pack sanitize
+}
+
+tests2_part() {  # the lanes that did not finish in s6a, split finer, verbose with durations
+  local d="$OUT/gputests2" P="python3 -m pytest -v -p no:cacheprovider -rfE --durations=12"
+  mkdir -p "$d"
+  lane() { local n=$1 t=$2; shift 2; t=${LANE_S:-$t}; ( timeout -k 5 "$t" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+  echo "[$(stamp)] gpu tests (second set)"
+  lane faults 200 $P tests/gpu/test_faults_gpu.py
+  lane determinism 200 $P tests/gpu/test_determinism_gpu.py
+  lane indexing 200 $P tests/gpu/test_indexing_gpu.py
+  lane training 200 $P tests/gpu/test_training_gpu.py
+  lane nn_cuda 200 $P tests/gpu/test_cuda_softmax_gpu.py tests/gpu/test_nn_gpu.py tests/gpu/test_transformers_gpu.py
+  lane rows_compile 200 $P tests/gpu/test_rows_gpu.py -k "compiled_kernels or coop"
+  wait
+  for f in "$d"/*.log; do printf '%-14s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+  pack gputests2
 }
 
 case "${1:-}" in
@@ -160,6 +176,15 @@ case "${1:-}" in
     if [ -f .xchg/run_all.sh ]; then echo "[$(stamp)] helpers"; bash .xchg/run_all.sh >"$OUT/helpers.txt" 2>&1; fi
     bench_part plans "${PLANS_S:-150}" --mode plans --quick --max-minutes 2.0
     ;;
-  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a"; exit 2 ;;
+  s6b)  # carries .whl (and .xchg): the unfinished lanes again, then alone: the helpers' sweeps
+    install_wheels
+    tests2_part
+    if [ -f .xchg/run_all.sh ]; then echo "[$(stamp)] helpers"; bash .xchg/run_all.sh >"$OUT/helpers.txt" 2>&1; tail -n 12 "$OUT/helpers.txt"; fi
+    ;;
+  s6c)  # carries .whl: the stability log (quick suite, cold lane, three runs)
+    install_wheels
+    bench_part stability "${STAB_S:-300}" --quick --repeat 3 --lanes cold --skip 'compile_max*' --max-minutes 2.5
+    ;;
+  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -269,6 +269,26 @@ def test_coop_plan_is_forward_only(device):
         rms_k.add_rms_norm_backward(x, None, x, x[0].contiguous(), 1e-6, plan=RowPlan.coop(64, 1))
 
 
+@pytest.mark.parametrize("sm", [132, 78, 16])
+def test_coop_rule_only_where_a_row_fits_the_gpu(sm):
+    """A cooperative row waits for all its programs: the rule keeps rows of more chunks than
+    COOP_MAX_CHUNKS_PER_SM * SMs off the coop plan (65 x 2**25 on the H200 ran for minutes)."""
+    from warpgauge.kernels import plans
+
+    limit = plans.COOP_MAX_CHUNKS_PER_SM * sm
+    seen = set()
+    for op in ("softmax", "rms", "row_sum"):
+        for rows in (1, sm // 2, sm - 1, 4 * sm, 64 * sm):
+            for width in (50257, 139264, 262144, 1048576, 2**22, 2**25):
+                p = RowPlan.for_shape(rows, width, sm, op)
+                if p.kind == "coop":
+                    seen.add((op, width))
+                    assert -(-width // p.block) <= limit, (op, rows, width, sm, p)
+    if sm == 132:  # the H200's wide rows keep their coop plans
+        assert {("softmax", 1048576), ("rms", 1048576), ("row_sum", 1048576)} <= seen
+        assert not any(w == 2**25 for _, w in seen)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_public_api_nd_strided_empty(dtype, device):
     base = _rand((2, 3, 200), dtype, device, seed=6)

@@ -62,6 +62,7 @@ def _bench(args, tmp_path, timeout=240):
         [str(ROOT / "src"), str(ROOT / "tests" / "gpu"), env.get("PYTHONPATH", "")]
     )
     env["WG_FAULT_STUCK_AT"] = str(NUMELS[1])
+    env.pop("WARPGAUGE_POISON_OUTPUTS", None)  # the conftest sets it; bench refuses to measure
     cmd = [sys.executable, "-m", "warpgauge", *args]
     p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
     print(" ".join(cmd), "->", p.returncode, "\n", p.stdout[-4000:], p.stderr[-4000:])

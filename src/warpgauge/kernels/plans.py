@@ -105,6 +105,13 @@ COOP_SOFTMAX_MIN_WIDTH = 139264
 # 5120/7168/8192 at 3.94-3.99 vs 3.88-3.93 at 4); RMSNorm 4096x8191 3.85-3.86 at 8 warps vs
 # 3.68-3.69 at 16, 2047x16385 3.67-3.69 vs 3.41 (R2: aligned widths keep 16, 8 is 0.05 slower).
 UNALIGNED_WARPS = {"softmax": 4, "rms": 8}
+# A cooperative row needs all its programs resident at once (each waits for the others'
+# statistics; one left unscheduled sends the waiting ones, after a bounded spin, to recompute
+# the missing chunks themselves from DRAM). So the rule takes a coop plan only while a row has at
+# most this many programs per SM: 1048576-wide rows (256 chunks of 4096) on 132 SMs qualify;
+# 65 rows of 2^25 (8192 chunks each, found by the GPU indexing test, which then ran for minutes)
+# go to split or looped plans.
+COOP_MAX_CHUNKS_PER_SM = 2
 # Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
 COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
 
@@ -283,9 +290,10 @@ class RowPlan:
         - resident when the row's aligned body fits ``RESIDENT_MAX``, unless the row is wider
           than ``SPLIT_MIN_WIDTH`` and there are fewer than ``RESIDENT_WIDE_MIN_ROWS_PER_SM *
           sm_count`` rows;
-        - otherwise cooperative (``coop``): add_rms_norm at any row count; row_sum when its
-          chunks give at least one program per SM; softmax with fewer rows than SMs but at
-          least ``RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count``;
+        - otherwise cooperative (``coop``), while a row has at most ``COOP_MAX_CHUNKS_PER_SM *
+          sm_count`` chunks: add_rms_norm at any row count; row_sum when its chunks give at
+          least one program per SM; softmax with fewer rows than SMs but at least
+          ``RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count``, or many rows from ``COOP_SOFTMAX_MIN_WIDTH``;
         - otherwise split when there are fewer rows than ``SPLIT_ROWS_PER_SM * sm_count``;
         - otherwise looped on a persistent grid (softmax; the backwards).
         """
@@ -310,13 +318,24 @@ class RowPlan:
                 per_sm = max(1, RMS_BWD_PREFETCH_MAX // body)
                 return RowPlan("resident", body, _warps(body), programs_per_sm=per_sm)
             return cls.resident(width)
-        if op == "rms":  # beyond resident, any row count
+        def coop_fits(block: int) -> bool:
+            return triton.cdiv(width, block) <= COOP_MAX_CHUNKS_PER_SM * sm_count
+
+        if op == "rms" and coop_fits(COOP_RMS[0]):  # beyond resident, any row count
             return cls.coop(*COOP_RMS)
-        if op == "row_sum" and rows * triton.cdiv(width, COOP_ROW_SUM[0]) >= sm_count:
+        if (
+            op == "row_sum"
+            and rows * triton.cdiv(width, COOP_ROW_SUM[0]) >= sm_count
+            and coop_fits(COOP_ROW_SUM[0])
+        ):
             return cls.coop(*COOP_ROW_SUM)
-        if op == "softmax" and (
-            (few and rows >= RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count)
-            or (not few and width >= COOP_SOFTMAX_MIN_WIDTH)
+        if (
+            op == "softmax"
+            and coop_fits(COOP_SOFTMAX[0])
+            and (
+                (few and rows >= RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count)
+                or (not few and width >= COOP_SOFTMAX_MIN_WIDTH)
+            )
         ):
             return cls.coop(*COOP_SOFTMAX)
         if few:
