@@ -318,6 +318,7 @@ class RowPlan:
                 per_sm = max(1, RMS_BWD_PREFETCH_MAX // body)
                 return RowPlan("resident", body, _warps(body), programs_per_sm=per_sm)
             return cls.resident(width)
+
         def coop_fits(block: int) -> bool:
             return triton.cdiv(width, block) <= COOP_MAX_CHUNKS_PER_SM * sm_count
 
