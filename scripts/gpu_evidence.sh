@@ -106,11 +106,14 @@ tests2_part() {  # the lanes that did not finish in s6a, split finer, verbose wi
   lane() { local n=$1 t=$2; shift 2; t=${LANE_S:-$t}; ( timeout -k 5 "$t" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
   echo "[$(stamp)] gpu tests (second set)"
   lane faults 200 $P tests/gpu/test_faults_gpu.py
-  lane determinism 200 $P tests/gpu/test_determinism_gpu.py
-  lane indexing 200 $P tests/gpu/test_indexing_gpu.py
-  lane training 200 $P tests/gpu/test_training_gpu.py
-  lane nn_cuda 200 $P tests/gpu/test_cuda_softmax_gpu.py tests/gpu/test_nn_gpu.py tests/gpu/test_transformers_gpu.py
-  lane rows_compile 200 $P tests/gpu/test_rows_gpu.py -k "compiled_kernels or coop"
+  # a test still running after 100 s dumps every thread's stack into the log
+  lane training 200 $P -o faulthandler_timeout=100 tests/gpu/test_training_gpu.py ${TRAIN_K:+-k "$TRAIN_K"}
+  if [ -z "${TESTS2_SHORT:-}" ]; then
+    lane determinism 200 $P tests/gpu/test_determinism_gpu.py
+    lane indexing 200 $P tests/gpu/test_indexing_gpu.py
+    lane nn_cuda 200 $P tests/gpu/test_cuda_softmax_gpu.py tests/gpu/test_nn_gpu.py tests/gpu/test_transformers_gpu.py
+    lane rows_compile 200 $P tests/gpu/test_rows_gpu.py -k "compiled_kernels or coop"
+  fi
   wait
   for f in "$d"/*.log; do printf '%-14s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
   pack gputests2

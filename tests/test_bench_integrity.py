@@ -132,6 +132,24 @@ def test_time_limit_interrupts_python_and_is_a_noop_when_off():
     time.sleep(1.1)  # no stray alarm fires after the block
 
 
+def test_time_limit_never_fires_inside_an_import(tmp_path, monkeypatch):
+    """A limit that fires while a provider's call imports a module waits for the import to end
+    (an exception inside it would leave a half-initialized module for every later caller)."""
+    import sys
+    import time
+
+    (tmp_path / "wg_slow_import_mod.py").write_text("import time\ntime.sleep(0.4)\nDONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    t0 = time.perf_counter()
+    with pytest.raises(ProviderTimeout), time_limit(0.05, "the importer"):
+        import wg_slow_import_mod  # noqa: F401
+
+        time.sleep(5)
+    assert 0.4 <= time.perf_counter() - t0 < 2.0
+    assert sys.modules["wg_slow_import_mod"].DONE is True
+    sys.modules.pop("wg_slow_import_mod")
+
+
 def test_warpgauge_failing_its_own_gate_exits_non_zero(tmp_path):
     clock, counter = FakeClock(), Counter()
     spec = fake_add_spec(clock, counter)

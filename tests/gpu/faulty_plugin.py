@@ -51,7 +51,7 @@ def register(reg) -> None:
     def hangs(inputs, ctx):
         def sleep(k):
             if k == 4:
-                time.sleep(120.0)
+                time.sleep(300.0)
 
         return _counting(inputs, sleep)
 

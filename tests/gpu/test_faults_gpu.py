@@ -40,8 +40,8 @@ host_share = 0.0
 min_samples = 4
 max_samples = 20
 warmup_calls = 3
-provider_timeout_s = 3.0
-stuck_grace_s = 2.0
+provider_timeout_s = 25.0
+stuck_grace_s = 3.0
 
 [compile]
 modes = []

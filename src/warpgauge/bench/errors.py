@@ -45,6 +45,16 @@ def is_oom(e: BaseException) -> bool:
 
 
 STUCK_GRACE_S = 30.0  # after the limit, how long a call blocked in the driver may still take
+IMPORT_RETRY_S = 0.05  # a limit that fires inside an import is re-armed for this long
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` (where a signal arrived) is inside a module import."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager
@@ -75,6 +85,12 @@ def time_limit(
         return
 
     def handler(signum, frame):
+        if _importing(frame):
+            # An exception raised inside an import leaves a half-initialized module behind (on
+            # the H200 a limit that fired while a provider's first call imported torch.fx left
+            # `sympy` without `core`, and the whole run crashed); try again just after it.
+            signal.setitimer(signal.ITIMER_REAL, IMPORT_RETRY_S)
+            return
         raise ProviderTimeout(f"{what} ran past the per-provider time limit of {seconds:g} s")
 
     watchdog = None
