@@ -188,6 +188,15 @@ case "${1:-}" in
     install_wheels
     bench_part stability "${STAB_S:-300}" --quick --repeat 3 --lanes cold --skip 'compile_max*' --max-minutes 2.5
     ;;
-  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c"; exit 2 ;;
+  final6)  # carries .whl and .peers/c (Liger): the whole default suite in one run
+    install_wheels .peers/c/liger_kernel-*.whl
+    bench_part default "${DEFAULT_S:-560}" --max-minutes "${DEFAULT_MIN:-8.6}"
+    ;;
+  final6b)  # carries .whl and .peers/c: RESUME=results/<id> finishes a cut default run; host mode
+    install_wheels .peers/c/liger_kernel-*.whl
+    if [ -n "${RESUME:-}" ]; then bench_part resume "${RESUME_S:-400}" --resume "$RESUME"; fi
+    bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    ;;
+  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b"; exit 2 ;;
 esac
 ls -la "$OUT"
