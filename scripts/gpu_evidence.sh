@@ -194,7 +194,10 @@ case "${1:-}" in
     ;;
   final6b)  # carries .whl and .peers/c: RESUME=results/<id> finishes a cut default run; host mode
     install_wheels .peers/c/liger_kernel-*.whl
-    if [ -n "${RESUME:-}" ]; then bench_part resume "${RESUME_S:-400}" --resume "$RESUME"; fi
+    if [ -n "${RESUME:-}" ]; then  # the run is copied under $OUT so that what it adds comes back
+      mkdir -p "$OUT/resume" && cp -r "$RESUME" "$OUT/resume/"
+      bench_part resume "${RESUME_S:-400}" --resume "$OUT/resume/$(basename "$RESUME")"
+    fi
     bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
     ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b"; exit 2 ;;
