@@ -1,0 +1,146 @@
+"""Host time per public eager call on a machine without a GPU: the real host path, GPU faked.
+
+Runs in a process without ``TRITON_INTERPRET`` and installs ``tests/fake_gpu.py`` (Triton's real
+binder for sm_90, fake compiled kernels whose launch records its arguments, fake device/stream
+getters), so every public call takes the cached-launch and replay paths exactly as on a GPU, minus
+the GPU's own work (``cuLaunchKernelEx``, the CUDA caching allocator). These are CPU-machine,
+fake-GPU numbers: use them to compare two versions of the code on one machine, never as H200
+numbers. Tensors are CPU tensors, so the "PyTorch" rows include CPU compute: not comparable.
+
+Per op at the harness's host-mode shapes (BF16): the forward call (a replay), the forward with an
+input that requires grad (autograd records it), and a forward + backward. Variants are
+interleaved in rotating order; each cell is the minimum over ``rounds`` loops of ``calls`` calls
+(the least disturbed loop on a shared machine) with the median beside it.
+
+Usage: PYTHONPATH=src python3 scripts/host_cpu.py [--calls 2000 --rounds 7 --out FILE.json]
+(works on any checkout that has ``tests/fake_gpu.py``: run it on two commits to compare them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+
+if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    sys.exit("host_cpu.py: run without TRITON_INTERPRET (the fake GPU replaces the interpreter)")
+os.environ.setdefault("WARPGAUGE_POISON_OUTPUTS", "0")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+
+def cases():
+    """(op, forward, autograd forward, forward + backward, PyTorch on CPU)."""
+    import torch
+    import torch.nn.functional as F
+
+    import warpgauge as wg
+
+    g = torch.Generator().manual_seed(0)
+    bf = torch.bfloat16
+
+    def rand(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(bf)
+
+    x, r, w = rand(32, 127), rand(32, 127), rand(127)
+    f1, f2 = rand(4096), rand(4096)
+    a, b = rand(64, 64), rand(64, 64)
+    q = wg.quantize_int4(rand(256, 256, scale=0.05))
+    v = rand(1, 256)
+
+    def grad(t):
+        return t.detach().clone().requires_grad_()
+
+    xg, rg, wgt, f1g, ag, bg, vg = grad(x), grad(r), grad(w), grad(f1), grad(a), grad(b), grad(v)
+
+    def fb(fn, *args):
+        def run():
+            out = fn(*args)
+            out = out[0] if isinstance(out, tuple) else out
+            out.backward(torch.ones_like(out))
+
+        return run
+
+    def add_then_rms(x, r, w, eps=1e-6):
+        h = x + r
+        return F.rms_norm(h, (h.shape[-1],), w, eps), h
+
+    return [
+        ("softmax", lambda: wg.softmax(x), lambda: wg.softmax(xg), fb(wg.softmax, xg),
+         lambda: torch.softmax(x, -1)),
+        ("add_rms_norm", lambda: wg.add_rms_norm(x, r, w), lambda: wg.add_rms_norm(xg, rg, wgt),
+         fb(wg.add_rms_norm, xg, rg, wgt), lambda: add_then_rms(x, r, w)),
+        ("row_sum", lambda: wg.row_sum(x), lambda: wg.row_sum(xg), fb(wg.row_sum, xg),
+         lambda: x.sum(-1)),
+        ("add", lambda: wg.add(f1, f2), lambda: wg.add(f1g, f2), fb(wg.add, f1g, f2),
+         lambda: torch.add(f1, f2)),
+        ("gemm", lambda: wg.gemm(a, b), lambda: wg.gemm(ag, bg), fb(wg.gemm, ag, bg),
+         lambda: torch.mm(a, b)),
+        ("int4_linear", lambda: wg.int4_linear(v, q), lambda: wg.int4_linear(vg, q),
+         fb(wg.int4_linear, vg, q), None),
+    ]  # fmt: skip
+
+
+def measure(variants: dict, rounds: int, calls: int) -> dict:
+    for fn in variants.values():
+        for _ in range(20):
+            fn()
+    names = list(variants)
+    samples = {n: [] for n in names}
+    gc.disable()
+    try:
+        for k in range(rounds):
+            j = k % len(names)
+            for n in names[j:] + names[:j]:
+                fn = variants[n]
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                samples[n].append((time.perf_counter() - t0) / calls * 1e6)
+    finally:
+        gc.enable()
+    return {n: {"min_us": min(s), "median_us": statistics.median(s)} for n, s in samples.items()}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--ops", default="", help="comma list of ops (default: all)")
+    args = ap.parse_args(argv)
+    import fake_gpu
+
+    fake_gpu.install()
+    import torch
+
+    from warpgauge.kernels import _replay
+
+    only = set(filter(None, args.ops.split(",")))
+    res = {"torch": torch.__version__, "python": sys.version.split()[0],
+           "calls": args.calls, "rounds": args.rounds, "ops": {}}  # fmt: skip
+    for op, fwd, gfwd, fwdbwd, theirs in cases():
+        if only and op not in only:
+            continue
+        variants = {"forward": fwd, "autograd forward": gfwd}
+        if theirs is not None:
+            variants["PyTorch (CPU, compute included)"] = theirs
+        before = _replay.STATS["replays"]
+        row = measure(variants, args.rounds, args.calls)
+        row["fwd+bwd"] = measure({"fwd+bwd": fwdbwd}, max(args.rounds // 2, 1),
+                                 max(args.calls // 4, 1))["fwd+bwd"]  # fmt: skip
+        row["replays"] = _replay.STATS["replays"] - before
+        res["ops"][op] = row
+        cells = "  ".join(f"{k}={v['min_us']:.2f}" for k, v in row.items() if isinstance(v, dict))
+        print(f"  {op:13s} {cells}", flush=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(res, fh, indent=1)
+    return res
+
+
+if __name__ == "__main__":
+    main()
