@@ -389,10 +389,9 @@ def test_a_replay_runs_one_allocation_per_output_and_no_other_tensor_op(toy, mon
     _replay.clear()
 
 
-def test_a_repeated_eager_call_is_one_signature_pass_and_a_recipe(toy, monkeypatch):  # noqa: F811
-    """A replay hit through the eager entry: one ``_replay._signature`` pass (routing and
-    signature together), the recipe, no ``_replay.lookup`` (the hit is run by ``eager`` itself)
-    and no launcher call; ``WARPGAUGE_REPLAY=0``'s flag stops it at once."""
+@pytest.fixture
+def eager_toy(toy, monkeypatch):  # noqa: F811
+    """A toy launcher ``mod.f(x, y, scale)`` called through the eager entry until it replays."""
     from types import SimpleNamespace
 
     from warpgauge import _eager
@@ -408,8 +407,18 @@ def test_a_repeated_eager_call_is_one_signature_pass_and_a_recipe(toy, monkeypat
         return out
 
     mod = SimpleNamespace(f=launcher)
-    for _ in range(2):
+    for _ in range(2):  # the first call compiles, the second records
         _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))
+    assert _replay.STATS["recorded"] == 1 and callable(_replay._HITS.get(launcher))
+    yield _eager, mod, calls
+    _replay.clear()
+
+
+def test_a_repeated_eager_call_is_the_unrolled_hit(eager_toy, monkeypatch):
+    """A replay hit through the eager entry: the launcher's unrolled hit alone (no
+    ``_replay._signature`` pass, no ``_replay.lookup``, no launcher call); a call it does not
+    take goes the general way; ``WARPGAUGE_REPLAY=0``'s flag stops replays at once."""
+    _eager, mod, calls = eager_toy
     counts = {"signature": 0, "lookup": 0}
 
     def counted(fn, key):
@@ -423,12 +432,81 @@ def test_a_repeated_eager_call_is_one_signature_pass_and_a_recipe(toy, monkeypat
     monkeypatch.setattr(_eager, "_lookup", counted(_replay.lookup, "lookup"))
     x = _x(4, 16)
     out = _eager.eager(mod, "f", (x, _x(4, 16), 0.5))
-    assert counts == {"signature": 1, "lookup": 0} and len(calls) == 2
+    assert counts == {"signature": 0, "lookup": 0} and len(calls) == 2
     assert _replay.STATS["replays"] == 1 and out.shape == x.shape
+    assert mod.f and _eager.direct(mod.f, x, _x(4, 16), 0.5).shape == x.shape  # the same hit
+    assert counts == {"signature": 0, "lookup": 0} and _replay.STATS["replays"] == 2
+    _eager.eager(mod, "f", (x, _x(4, 16), 2))  # an int where a float was recorded: general
+    assert counts == {"signature": 1, "lookup": 1} and len(calls) == 3
+    _eager.eager(mod, "f", (x, x, 0.5))  # aliased inputs: the hit's recipe refuses
+    assert len(calls) == 4 and _replay.STATS["refused"] == 1 and counts["signature"] == 1
     monkeypatch.setattr(_replay, "ENABLED", False)
     _eager.eager(mod, "f", (x, _x(4, 16), 0.5))
-    assert len(calls) == 3 and _replay.STATS["replays"] == 1
-    _replay.clear()
+    assert len(calls) == 5 and _replay.STATS["replays"] == 2
+
+
+def test_the_unrolled_hit_routes_like_the_general_path(eager_toy, monkeypatch):
+    """With the hit installed, every kind of call routes as ``_replay._signature`` says: meta
+    tensors and subclasses to the op, gradient-tracking plain tensors to autograd (grad mode
+    on), CPU tensors without the test seam and other kinds of arguments to the launcher; the
+    replays it does are the general path's (same key, same tensors)."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    _eager, mod, calls = eager_toy
+    x, m = _x(4, 16), torch.empty(4, 16, device="meta", dtype=torch.float16)
+    xg, mg = x.clone().requires_grad_(), m.clone().requires_grad_()
+    sub = TwoTensor(x, x.clone())
+    cases = [(x, m), (m, x), (xg, m), (mg, x), (xg, x), (x, xg), (sub, x), (x, sub), (xg, sub),
+             (x, "no"), (x, None), (x, _x(4, 16), 2)]  # fmt: skip
+    for args in cases:
+        args = (*args, 0.5)[:3] if len(args) == 2 else args
+        want = _signature_route(args)
+        before = len(calls)
+        got = _eager.eager(mod, "f", args)
+        kind = got if got is _eager.OP or got is _eager.GRAD else _eager.DIRECT
+        assert kind == want, args
+        if kind == _eager.DIRECT:
+            assert len(calls) == before + 1, args  # no replay of another kind of call
+    with torch.no_grad():  # grad mode off: a gradient-tracking tensor replays
+        before = _replay.STATS["replays"]
+        _eager.eager(mod, "f", (xg, _x(4, 16), 0.5))
+        assert _replay.STATS["replays"] == before + 1
+    monkeypatch.setattr(_replay, "ANY_DEVICE", False)  # CPU tensors: never replayed
+    before = len(calls)
+    _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))
+    assert len(calls) == before + 1
+
+
+def _signature_route(args):
+    from warpgauge import _eager
+
+    sig = _replay._signature(args, [], torch.is_grad_enabled())
+    return {id(_replay.NEEDS_OP): _eager.OP, id(_replay.NEEDS_GRAD): _eager.GRAD}.get(
+        id(sig), _eager.DIRECT
+    )
+
+
+def test_an_unrolled_hit_that_differs_from_the_signature_is_not_installed(
+    toy,  # noqa: F811
+    monkeypatch,
+):
+    """``_replay_hit.build`` checks its unrolled key against ``_replay._signature``'s on the
+    call it is built from: a key missing a field (here the alignment) installs no hit."""
+    from warpgauge.kernels import _replay_hit
+
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    args = (_x(4, 16), 0.5, torch.float32, None)
+    tensors = []
+    sig = _replay._signature(args, tensors)
+    per = _replay._RECIPES.setdefault("launcher", {})
+    try:
+        assert callable(_replay_hit.build("launcher", args, sig, tensors))
+        monkeypatch.setattr(_replay_hit, "_TENSOR", _replay_hit._TENSOR.rsplit(",", 1)[0])
+        assert _replay_hit.build("launcher", args, sig, tensors) is None
+        assert _replay_hit.build("launcher", (*args, object()), sig, tensors) is None
+    finally:
+        per.clear()
+        _replay.clear()
 
 
 def test_signature_routes_and_keys_every_kind_of_argument(monkeypatch):

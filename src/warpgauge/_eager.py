@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from ._lazy import LazyModule
-from .kernels import _launch, _replay
+from .kernels import _replay, _replay_hit
 
 # The kernel modules import triton (~0.15-0.3 s): imported on the first call, not at import time.
 _add = LazyModule("warpgauge.kernels.add")
@@ -83,8 +83,12 @@ def direct(launcher, *args):
     """The eager call: a replay of an earlier call with the same input signature when there is
     one (``kernels/_replay.py``), else the launcher itself with wrap-triton dispatch off. (The
     autograd Functions' forward and backward: their tensors are plain and grad mode is off.)"""
-    tensors = []
-    return _lookup(launcher, args, _unwrapped, _signature(args, tensors), tensors)
+    hit = _HITS.get(launcher)
+    if hit:
+        out = hit(args)
+        if out is not _MISS and out is not _NEEDS_GRAD:  # (grad mode is off here)
+            return out if out is not _REFUSED else _unwrapped(launcher, *args)
+    return _general(launcher, args, _signature(args, (tensors := []), False), tensors)
 
 
 _signature = _replay._signature
@@ -92,7 +96,8 @@ _lookup = _replay.lookup
 _NEEDS_OP = _replay.NEEDS_OP
 _NEEDS_GRAD = _replay.NEEDS_GRAD
 _RECIPES = _replay._RECIPES
-_STATS = _replay.STATS
+_HITS = _replay._HITS
+_MISS = _replay_hit.MISS
 _Recipe = _replay._Recipe
 _REFUSED = _replay._REFUSED
 _grad_enabled = torch.is_grad_enabled
@@ -105,30 +110,40 @@ def eager(module, name, args):
 
     Returns OP or GRAD (the caller takes the registered op or the autograd Function, as for
     ``route``), else the launcher's result: replayed when a recording of this signature exists.
-    ``_replay._signature`` routes the tensors and builds the replay signature in one pass over
-    the arguments; a replay hit is run here (``_replay.lookup``'s first branch, inlined: one
-    Python frame less per call), anything else goes to ``_replay.lookup``. A non-tensor where a
-    tensor belongs gets no signature: the launcher's validation then raises its TypeError."""
+    A repeated call is the launcher's unrolled hit (``kernels/_replay_hit.py``: signature,
+    lookup and replay in one straight-line function); anything it does not take (a first
+    call, other kinds of arguments, a tensor that needs autograd or the registered op) goes
+    through ``_replay._signature``, which routes the tensors and builds the signature in one
+    pass, and ``_replay.lookup``. A non-tensor where a tensor belongs gets no signature: the
+    launcher's validation then raises its TypeError."""
     if _is_compiling() or _functorch_active():
         return OP
+    launcher = getattr(module, name)
+    hit = _HITS.get(launcher)
+    if hit:
+        out = hit(args)
+        if out is not _MISS:
+            if out is _NEEDS_GRAD:
+                return GRAD
+            return out if out is not _REFUSED else _unwrapped(launcher, *args)
     tensors = []
     sig = _signature(args, tensors, _grad_enabled())
     if sig is _NEEDS_GRAD:
         return GRAD
     if sig is _NEEDS_OP:
         return OP
-    launcher = getattr(module, name)
-    per = _RECIPES.get(launcher)
-    if per is not None and _launch._RECORDING is None:
-        recipe = per.get(sig)
-        if type(recipe) is _Recipe and _replay.ENABLED and _launch.FAST:
-            out = recipe.run(tensors)
-            if out is not _REFUSED:
-                _STATS["replays"] += 1
-                return out
-            _STATS["refused"] += 1
-            return _unwrapped(launcher, *args)
-    return _lookup(launcher, args, _unwrapped, sig, tensors)
+    return _general(launcher, args, sig, tensors)
+
+
+def _general(launcher, args, sig, tensors):
+    """``_replay.lookup`` (replay, first sighting, recording, refusal), then the launcher's
+    unrolled hit once a recording of one of its signatures exists."""
+    out = _lookup(launcher, args, _unwrapped, sig, tensors)
+    if launcher not in _HITS and type(sig) is tuple:
+        per = _RECIPES.get(launcher)
+        if per is not None and type(per.get(sig)) is _Recipe:
+            _HITS[launcher] = _replay_hit.build(launcher, args, sig, tensors) or False
+    return out
 
 
 def _backward(op, launcher, *args):

@@ -77,11 +77,13 @@ ANY_DEVICE = False  # a seam: the CPU tests replay CPU tensors (real replays nee
 
 
 _RECIPES: dict = {}  # launcher -> {signature: _Recipe | _NEVER}
+_HITS: dict = {}  # launcher -> its unrolled hit (``_replay_hit.build``) | False (none for it)
 STATS = {"replays": 0, "recorded": 0, "refused": 0, "never": 0}
 
 
 def clear() -> None:
     _RECIPES.clear()
+    _HITS.clear()
     for k in STATS:
         STATS[k] = 0
 
