@@ -545,3 +545,27 @@ def test_signature_routes_and_keys_every_kind_of_argument(monkeypatch):
         (xg, q, None, torch.float32, 2, 0.5, 1),
     ]  # fmt: skip
     assert all(S(o, []) != key for o in others)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_any_two_aliased_inputs_refuse_a_replay(toy, monkeypatch, n):  # noqa: F811
+    """The replay's aliasing check, pairwise up to four inputs and a set above: the first and
+    the last input sharing a buffer refuse the replay; distinct buffers replay."""
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    _replay.clear()
+    calls = []
+
+    def launcher(*xs):
+        calls.append(1)
+        out = _launch.empty(xs[0].shape, xs[0].dtype, xs[0].device)
+        for x in xs:
+            _launch.launch(toy, (1,), x, out, x.numel(), 16, BLOCK=32)
+        return out
+
+    for _ in range(3):
+        _replay.call(launcher, tuple(_x(4, 16) for _ in range(n)), _run)
+    assert len(calls) == 2 and _replay.STATS["replays"] == 1
+    xs = [_x(4, 16) for _ in range(n)]
+    _replay.call(launcher, (*xs[:-1], xs[0]), _run)
+    assert len(calls) == 3 and _replay.STATS["refused"] == 1
+    _replay.clear()

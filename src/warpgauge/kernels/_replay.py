@@ -274,7 +274,7 @@ def _descriptor(a, where):
 
 
 class _Recipe:
-    __slots__ = ("device", "allocs", "launches", "result", "single", "n_in", "run")
+    __slots__ = ("device", "allocs", "launches", "result", "single", "n_in", "run", "fast")
 
     @classmethod
     def build(cls, rec, tensors, out):
@@ -321,14 +321,16 @@ class _Recipe:
         self.result = result
         self.single = result[1][1] if result[0] == "single" and result[1][0] == "alloc" else None
         self.n_in = len(tensors)
-        self.run = _generate(self)
+        self.fast, self.run = _generate(self)
         return self
 
 
 def _generate(recipe):
-    """``recipe.replay`` unrolled into straight-line code for this recipe (no loops, no lists: a
-    replay is a few attribute reads, the allocations and the launches). Built with ``exec`` from
-    the recipe's own data only, as Triton builds its binder."""
+    """The recipe's replay unrolled into straight-line code for this recipe (no loops, no lists:
+    a replay is a few attribute reads, the allocations and the launches). Built with ``exec``
+    from the recipe's own data only, as Triton builds its binder. Returns ``(fast, run)``:
+    ``fast(tensors, i0, i1, ...)`` takes the inputs' data pointers too (the unrolled hit has
+    read them for the signature), ``run(tensors)`` reads them itself."""
     get_device, get_stream, runtime = _launch._RUNTIME
     ns = {
         "get_device": get_device,
@@ -342,7 +344,7 @@ def _generate(recipe):
     }
     n_in = recipe.n_in
     src = [
-        "def replay(tensors):",
+        f"def replay(tensors{''.join(f', i{i}' for i in range(n_in))}):",
         "    device = get_device()",
         "    if device != DEVICE:",
         "        return REFUSED",
@@ -362,8 +364,12 @@ def _generate(recipe):
                 "        return REFUSED",
             ]
     ins = [f"i{i}" for i in range(n_in)]
-    src += [f"    i{i} = tensors[{i}].data_ptr()" for i in range(n_in)]
-    if n_in > 1:
+    # i0, i1, ...: the inputs' data pointers, which the unrolled hit read for the signature
+    if 1 < n_in <= 4:  # inputs sharing a pointer: pairwise (cheaper than a set up to 6 pairs)
+        pairs = [f"{a} == {b}" for k, a in enumerate(ins) for b in ins[k + 1 :]]
+        src.append(f"    if {' or '.join(pairs)}:")
+        src.append("        return REFUSED")
+    elif n_in > 4:
         src.append(f"    if len({{{', '.join(ins)}}}) != {n_in}:")
         src.append("        return REFUSED")
     for j, (shape, dtype, dev) in enumerate(recipe.allocs):
@@ -424,7 +430,9 @@ def _generate(recipe):
             f"    return ({', '.join(expr(p) for p in parts)}{',' if len(parts) == 1 else ''})"
         )
     exec("\n".join(src), ns)  # noqa: S102 - code built above from the recipe's own values
-    return ns["replay"]
+    ptrs = "".join(f", tensors[{i}].data_ptr()" for i in range(n_in))
+    exec(f"def run(tensors):\n    return replay(tensors{ptrs})", ns)  # noqa: S102
+    return ns["replay"], ns["run"]
 
 
 def _result_plan(out, allocs):

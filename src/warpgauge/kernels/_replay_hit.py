@@ -29,8 +29,9 @@ from . import _launch, _replay
 
 MISS = object()
 
-# The per-tensor part of the signature, as ``_replay._signature`` builds it (checked by build).
-_TENSOR = "{v}.dtype, {v}.shape, {v}.stride(), {v}.get_device(), {v}.data_ptr() & 15"
+# The per-tensor part of the signature, as ``_replay._signature`` builds it (checked by build);
+# d_{v} is the tensor's data pointer, read once for the key and the replay.
+_TENSOR = "{v}.dtype, {v}.shape, {v}.stride(), {v}.get_device(), d_{v} & 15"
 
 
 def _pattern(args):
@@ -52,7 +53,8 @@ def _pattern(args):
 
 def _source(kinds):
     """The body shared by ``hit`` and ``probe``: checks (``return MISS``), then ``key`` and
-    ``tensors`` as ``_replay._signature`` builds them."""
+    ``tensors`` as ``_replay._signature`` builds them; and the names of the tensors' variables
+    (``d_<name>`` holds each one's data pointer)."""
     n = len(kinds)
     names = [f"a{i}" for i in range(n)]
     src = [f"    if len(args) != {n}:", "        return MISS"]
@@ -99,9 +101,10 @@ def _source(kinds):
                 f"    if not {a}.is_cuda and (not RP.ANY_DEVICE or {a}.is_meta):",
                 "        return MISS",
             ]
+    src += [f"    d_{t} = {t}.data_ptr()" for t in tensors]
     src.append(f"    key = ({', '.join(parts)},)")
     src.append(f"    tensors = ({', '.join(tensors)}{',' if len(tensors) == 1 else ''})")
-    return src
+    return src, tensors
 
 
 def build(launcher, args, sig, tensors):
@@ -111,7 +114,7 @@ def build(launcher, args, sig, tensors):
     kinds = _pattern(args)
     if kinds is None or not kinds:
         return None
-    body = _source(kinds)
+    body, tensor_names = _source(kinds)
     ns = {
         "MISS": MISS,
         "NEEDS_GRAD": _replay.NEEDS_GRAD,
@@ -135,7 +138,7 @@ def build(launcher, args, sig, tensors):
         "    recipe = PER.get(key)",
         "    if type(recipe) is not Recipe:",
         "        return MISS",
-        "    out = recipe.run(tensors)",
+        f"    out = recipe.fast(tensors{''.join(f', d_{t}' for t in tensor_names)})",
         "    if out is REFUSED:",
         "        STATS['refused'] += 1",
         "        return REFUSED",
