@@ -105,17 +105,44 @@ def measure(variants: dict, rounds: int, calls: int) -> dict:
     return {n: {"min_us": min(s), "median_us": statistics.median(s)} for n, s in samples.items()}
 
 
+def breakdown(args):
+    """``host_cost.breakdown`` (public call, recipe replay, allocations, C launches, launcher
+    without replay, argument check, plan lookup) through the fake GPU, as host2 ran it."""
+    import torch
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import host_cost
+
+    host_cost.DEV, host_cost.DEV_T = "cpu", torch.device("cpu")
+    host_cost.sync = lambda: None
+    torch.cuda.current_device = lambda: 0
+    out = host_cost.breakdown(args.calls, args.rounds)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(out, fh, indent=1)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", default=None)
     ap.add_argument("--ops", default="", help="comma list of ops (default: all)")
+    ap.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also scripts/host_cost.py's breakdown (parts of a call), GPU faked",
+    )
     args = ap.parse_args(argv)
     import fake_gpu
 
     fake_gpu.install()
     import torch
+
+    if args.breakdown:
+        return breakdown(args)
 
     from warpgauge.kernels import _replay
 
