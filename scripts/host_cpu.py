@@ -124,6 +124,111 @@ def breakdown(args):
     return out
 
 
+def hit_ab(args):
+    """The forward and the autograd forward of each op with the launchers' unrolled hits off
+    (``_replay_hit.build`` installs none: the general path) and on, alternating per round."""
+    from warpgauge.kernels import _replay, _replay_hit
+
+    build = _replay_hit.build
+    res = {}
+    try:
+        for _ in range(args.rounds):
+            for mode in ("general", "hit"):
+                _replay._HITS.clear()
+                _replay_hit.build = build if mode == "hit" else (lambda *a: None)
+                for op, fwd, gfwd, _fb, _theirs in cases():
+                    for kind, fn in (("forward", fwd), ("autograd forward", gfwd)):
+                        cell = measure({kind: fn}, 1, args.calls)[kind]["min_us"]
+                        res.setdefault(f"{op} {kind}", {}).setdefault(mode, []).append(cell)
+    finally:
+        _replay_hit.build = build
+    out = {}
+    for name, v in res.items():
+        g, h = min(v["general"]), min(v["hit"])
+        out[name] = {"general_us": g, "hit_us": h}
+        print(f"  {name:30s} general {g:6.2f}  hit {h:6.2f}  {h - g:+.2f} us", flush=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(out, fh, indent=1)
+    return out
+
+
+def pieces(args):
+    """Micro-timings (us per call, min of ``rounds`` loops) of the alternatives weighed for the
+    replay and the autograd Functions: allocation calls, signature layouts, ctx saving."""
+    import functools
+    import timeit
+
+    import torch
+
+    bf, dev = torch.bfloat16, torch.device("cpu")
+    x = torch.randn(32, 127).to(bf)
+    xg = x.clone().requires_grad_()
+
+    def flat(args):
+        sig = []
+        for a in args:
+            sig += (a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15)
+        return tuple(sig)
+
+    def nested(args):
+        sig = []
+        for a in args:
+            sig.append((a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15))
+        return tuple(sig)
+
+    def function(save):
+        class F(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, t):
+                y = torch.empty(32, 127, dtype=bf)
+                if save == "method":
+                    ctx.save_for_backward(y)
+                elif save == "attribute":
+                    ctx.to_save = (y,)
+                return y
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        return torch._C._FunctionBase.__dict__["apply"].__get__(None, F)
+
+    sizes = torch.Size((32, 127))
+    items = {
+        "torch.empty(32, 127, dtype=, device=)": lambda: torch.empty(32, 127, dtype=bf, device=dev),
+        "torch.empty((32, 127), dtype=, device=)": lambda: torch.empty(
+            (32, 127), dtype=bf, device=dev
+        ),
+        "torch.empty(torch.Size, dtype=, device=)": lambda: torch.empty(
+            sizes, dtype=bf, device=dev
+        ),
+        "partial(torch.empty, 32, 127, dtype=, device=)()": functools.partial(
+            torch.empty, 32, 127, dtype=bf, device=dev
+        ),
+        "x.new_empty(32, 127)": lambda: x.new_empty(32, 127),
+        "torch.empty_like(x)": lambda: torch.empty_like(x),
+        "signature of (x,), one tuple per tensor": lambda: nested((x,)),
+        "signature of (x,), flat": lambda: flat((x,)),
+        "Function apply, forward only allocates": functools.partial(function(None), xg),
+        "... + ctx.save_for_backward(y)": functools.partial(function("method"), xg),
+        "... + ctx.to_save = (y,)": functools.partial(function("attribute"), xg),
+        "torch.softmax(x) (CPU compute)": lambda: torch.softmax(x, -1),
+        "torch.softmax(xg) (CPU compute, autograd records)": lambda: torch.softmax(xg, -1),
+    }
+    out = {}
+    for name, fn in items.items():
+        for _ in range(200):
+            fn()
+        n = max(args.calls * 5, 1)
+        out[name] = min(timeit.repeat(fn, number=n, repeat=args.rounds)) / n * 1e6
+        print(f"  {out[name]:7.3f}  {name}", flush=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(out, fh, indent=1)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=2000)
@@ -133,7 +238,17 @@ def main(argv=None):
     ap.add_argument(
         "--breakdown",
         action="store_true",
-        help="also scripts/host_cost.py's breakdown (parts of a call), GPU faked",
+        help="scripts/host_cost.py's breakdown (parts of a call) instead, GPU faked",
+    )
+    ap.add_argument(
+        "--pieces",
+        action="store_true",
+        help="instead: micro-timings of the alternatives weighed in docs/host-cost.md",
+    )
+    ap.add_argument(
+        "--hit-ab",
+        action="store_true",
+        help="instead: each op with the unrolled replay hit off, then on, in one process",
     )
     args = ap.parse_args(argv)
     import fake_gpu
@@ -143,6 +258,10 @@ def main(argv=None):
 
     if args.breakdown:
         return breakdown(args)
+    if args.hit_ab:
+        return hit_ab(args)
+    if args.pieces:
+        return pieces(args)
 
     from warpgauge.kernels import _replay
 

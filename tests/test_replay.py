@@ -410,6 +410,7 @@ def eager_toy(toy, monkeypatch):  # noqa: F811
     for _ in range(2):  # the first call compiles, the second records
         _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))
     assert _replay.STATS["recorded"] == 1 and callable(_replay._HITS.get(launcher))
+    mod.toy = toy
     yield _eager, mod, calls
     _replay.clear()
 
@@ -434,6 +435,8 @@ def test_a_repeated_eager_call_is_the_unrolled_hit(eager_toy, monkeypatch):
     out = _eager.eager(mod, "f", (x, _x(4, 16), 0.5))
     assert counts == {"signature": 0, "lookup": 0} and len(calls) == 2
     assert _replay.STATS["replays"] == 1 and out.shape == x.shape
+    # the pointers the hit read for the signature, and the fresh output's, reach the launch
+    assert mod.toy.compiled[0].launches[-1][9:] == (x.data_ptr(), out.data_ptr(), 64, 16, 32, 3)
     assert mod.f and _eager.direct(mod.f, x, _x(4, 16), 0.5).shape == x.shape  # the same hit
     assert counts == {"signature": 0, "lookup": 0} and _replay.STATS["replays"] == 2
     _eager.eager(mod, "f", (x, _x(4, 16), 2))  # an int where a float was recorded: general
