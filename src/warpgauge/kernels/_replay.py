@@ -28,6 +28,10 @@ replayed and always runs the launcher:
 
 A replay is refused (the launcher runs) when the inputs share a data pointer, the current device is
 not the recorded one, a launch hook is installed, or a fresh allocation's alignment differs.
+
+``_signature`` is the one signature (the eager entry routes with it too); once a launcher has a
+recording, its repeated calls take ``_replay_hit``'s unrolled form of it for their argument
+pattern (checked equal to ``_signature``'s when built) and reach ``lookup`` only when that misses.
 """
 
 from __future__ import annotations
