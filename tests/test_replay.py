@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import triton.language as tl
+from torch.utils._python_dispatch import TorchDispatchMode
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from warpgauge.kernels import _launch, _replay
@@ -323,4 +324,251 @@ def test_eager_entry_keys_int4_weights_by_their_tensors_and_group_size(toy, monk
         before = len(calls)
         _eager.eager(mod, "f", (x, other))
         assert len(calls) == before + 1, "replayed a recording of another weight"
+    _replay.clear()
+
+
+def test_a_replacing_hook_refuses_a_replay(replay):
+    """A profiler may replace the hook chain instead of adding to it (``knobs.runtime.
+    launch_enter_hook = fn``): the replay compares the runtime's hook with the chain bound at
+    recording, so a replaced one is seen too."""
+    kern, launcher, calls = replay
+    for _ in range(2):
+        _replay.call(launcher, (_x(4, 16), _x(4, 16), 2.0), _run)
+    chain = kern.hooks.launch_exit_hook
+    kern.hooks.launch_exit_hook = lambda metadata: None
+    try:
+        _replay.call(launcher, (_x(4, 16), _x(4, 16), 2.0), _run)
+    finally:
+        kern.hooks.launch_exit_hook = chain
+    assert len(calls) == 3 and _replay.STATS["refused"] == 1
+    _replay.call(launcher, (_x(4, 16), _x(4, 16), 2.0), _run)  # the chain is back: replays
+    assert len(calls) == 3 and _replay.STATS["replays"] == 1
+
+
+class _Ops(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("poison", [False, True])
+def test_a_replay_runs_one_allocation_per_output_and_no_other_tensor_op(toy, monkeypatch, poison):  # noqa: F811
+    """What a replay does, counted by a dispatch mode: one ``aten.empty`` per recorded output
+    (the pre-bound ``torch.empty`` of the GPU path, or ``_launch.empty`` with its NaN fill in
+    the tests' poison mode), nothing else; a 0-d output keeps its shape."""
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    monkeypatch.setattr(_launch, "POISON", poison)
+    _replay.clear()
+    calls = []
+
+    def launcher(x):
+        calls.append(1)
+        y = _launch.empty(x.shape, x.dtype, x.device)
+        s = _launch.empty((), torch.float32, x.device)
+        _launch.launch(toy, (1,), x, y, x.numel(), 16, BLOCK=32)
+        _launch.launch(toy, (1,), x, s, x.numel(), 16, BLOCK=32)
+        return y, s
+
+    for _ in range(2):
+        _replay.call(launcher, (_x(4, 16),), _run)
+    x = _x(4, 16)
+    with _Ops() as ops:
+        y, s = _replay.call(launcher, (x,), _run)
+    assert len(calls) == 2 and _replay.STATS["replays"] == 1
+    want = [torch.ops.aten.empty.memory_format] * 2
+    if poison:
+        want = [want[0], torch.ops.aten.fill_.Scalar] * 2
+    assert ops.seen == want
+    assert y.shape == x.shape and y.dtype == x.dtype and s.shape == () and s.dtype == torch.float32
+    # an FP16 and an FP32 output: two specializations, each launched on its fresh output
+    assert [k.launches[-1][10] for k in toy.compiled] == [y.data_ptr(), s.data_ptr()]
+    _replay.clear()
+
+
+@pytest.fixture
+def eager_toy(toy, monkeypatch):  # noqa: F811
+    """A toy launcher ``mod.f(x, y, scale)`` called through the eager entry until it replays."""
+    from types import SimpleNamespace
+
+    from warpgauge import _eager
+
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    _replay.clear()
+    calls = []
+
+    def launcher(x, y, scale):
+        calls.append(1)
+        out = _launch.empty(x.shape, x.dtype, x.device)
+        _launch.launch(toy, (1,), x, out, x.numel(), 16, BLOCK=32)
+        return out
+
+    mod = SimpleNamespace(f=launcher)
+    for _ in range(2):  # the first call compiles, the second records
+        _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))
+    assert _replay.STATS["recorded"] == 1 and callable(_replay._HITS.get(launcher))
+    mod.toy = toy
+    yield _eager, mod, calls
+    _replay.clear()
+
+
+def test_a_repeated_eager_call_is_the_unrolled_hit(eager_toy, monkeypatch):
+    """A replay hit through the eager entry: the launcher's unrolled hit alone (no
+    ``_replay._signature`` pass, no ``_replay.lookup``, no launcher call); a call it does not
+    take goes the general way; ``WARPGAUGE_REPLAY=0``'s flag stops replays at once."""
+    _eager, mod, calls = eager_toy
+    counts = {"signature": 0, "lookup": 0}
+
+    def counted(fn, key):
+        def wrapper(*a):
+            counts[key] += 1
+            return fn(*a)
+
+        return wrapper
+
+    monkeypatch.setattr(_eager, "_signature", counted(_replay._signature, "signature"))
+    monkeypatch.setattr(_eager, "_lookup", counted(_replay.lookup, "lookup"))
+    x = _x(4, 16)
+    out = _eager.eager(mod, "f", (x, _x(4, 16), 0.5))
+    assert counts == {"signature": 0, "lookup": 0} and len(calls) == 2
+    assert _replay.STATS["replays"] == 1 and out.shape == x.shape
+    # the pointers the hit read for the signature, and the fresh output's, reach the launch
+    assert mod.toy.compiled[0].launches[-1][9:] == (x.data_ptr(), out.data_ptr(), 64, 16, 32, 3)
+    assert mod.f and _eager.direct(mod.f, x, _x(4, 16), 0.5).shape == x.shape  # the same hit
+    assert counts == {"signature": 0, "lookup": 0} and _replay.STATS["replays"] == 2
+    _eager.eager(mod, "f", (x, _x(4, 16), 2))  # an int where a float was recorded: general
+    assert counts == {"signature": 1, "lookup": 1} and len(calls) == 3
+    _eager.eager(mod, "f", (x, x, 0.5))  # aliased inputs: the hit's recipe refuses
+    assert len(calls) == 4 and _replay.STATS["refused"] == 1 and counts["signature"] == 1
+    monkeypatch.setattr(_replay, "ENABLED", False)
+    _eager.eager(mod, "f", (x, _x(4, 16), 0.5))
+    assert len(calls) == 5 and _replay.STATS["replays"] == 2
+
+
+def test_the_unrolled_hit_routes_like_the_general_path(eager_toy, monkeypatch):
+    """With the hit installed, every kind of call routes as ``_replay._signature`` says: meta
+    tensors and subclasses to the op, gradient-tracking plain tensors to autograd (grad mode
+    on), CPU tensors without the test seam and other kinds of arguments to the launcher; the
+    replays it does are the general path's (same key, same tensors)."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    _eager, mod, calls = eager_toy
+    x, m = _x(4, 16), torch.empty(4, 16, device="meta", dtype=torch.float16)
+    xg, mg = x.clone().requires_grad_(), m.clone().requires_grad_()
+    sub = TwoTensor(x, x.clone())
+    cases = [(x, m), (m, x), (xg, m), (mg, x), (xg, x), (x, xg), (sub, x), (x, sub), (xg, sub),
+             (x, "no"), (x, None), (x, _x(4, 16), 2)]  # fmt: skip
+    for args in cases:
+        args = (*args, 0.5)[:3] if len(args) == 2 else args
+        want = _signature_route(args)
+        before = len(calls)
+        got = _eager.eager(mod, "f", args)
+        kind = got if got is _eager.OP or got is _eager.GRAD else _eager.DIRECT
+        assert kind == want, args
+        if kind == _eager.DIRECT:
+            assert len(calls) == before + 1, args  # no replay of another kind of call
+    with torch.no_grad():  # grad mode off: a gradient-tracking tensor replays
+        before = _replay.STATS["replays"]
+        _eager.eager(mod, "f", (xg, _x(4, 16), 0.5))
+        assert _replay.STATS["replays"] == before + 1
+    monkeypatch.setattr(_replay, "ANY_DEVICE", False)  # CPU tensors: never replayed
+    before = len(calls)
+    _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))
+    assert len(calls) == before + 1
+
+
+def _signature_route(args):
+    from warpgauge import _eager
+
+    sig = _replay._signature(args, [], torch.is_grad_enabled())
+    return {id(_replay.NEEDS_OP): _eager.OP, id(_replay.NEEDS_GRAD): _eager.GRAD}.get(
+        id(sig), _eager.DIRECT
+    )
+
+
+def test_an_unrolled_hit_that_differs_from_the_signature_is_not_installed(
+    toy,  # noqa: F811
+    monkeypatch,
+):
+    """``_replay_hit.build`` checks its unrolled key against ``_replay._signature``'s on the
+    call it is built from: a key missing a field (here the alignment) installs no hit."""
+    from warpgauge.kernels import _replay_hit
+
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    args = (_x(4, 16), 0.5, torch.float32, None)
+    tensors = []
+    sig = _replay._signature(args, tensors)
+    per = _replay._RECIPES.setdefault("launcher", {})
+    try:
+        assert callable(_replay_hit.build("launcher", args, sig, tensors))
+        monkeypatch.setattr(_replay_hit, "_TENSOR", _replay_hit._TENSOR.rsplit(",", 1)[0])
+        assert _replay_hit.build("launcher", args, sig, tensors) is None
+        assert _replay_hit.build("launcher", (*args, object()), sig, tensors) is None
+    finally:
+        per.clear()
+        _replay.clear()
+
+
+def test_signature_routes_and_keys_every_kind_of_argument(monkeypatch):
+    """``_replay._signature`` is the one signature (eager entry, ``direct``, ``call``): a meta
+    tensor or a subclass needs the op (before grad), a gradient-tracking plain tensor needs
+    autograd only when grad is on, a CPU tensor or an unknown object is never replayed; equal
+    arguments give equal keys and each differing field a different key."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    import warpgauge as wg
+
+    x, m = _x(4, 16), torch.empty(4, 16, device="meta")
+    xg = x.clone().requires_grad_()
+    S = _replay._signature
+    assert S((x,), []) is None  # a CPU tensor without the test seam
+    assert S((xg, m), [], True) is _replay.NEEDS_OP
+    assert S((TwoTensor(x, x.clone()), xg), [], True) is _replay.NEEDS_OP
+    assert S((xg, x), [], True) is _replay.NEEDS_GRAD and S((x, "no"), [], True) is None
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    q = wg.quantize_int4(torch.randn(32, 256).to(torch.bfloat16))
+    tensors = []
+    key = S((xg, q, None, torch.float32, 2, 0.5, True), tensors)
+    assert type(key) is tuple and hash(key) is not None
+    assert [t.data_ptr() for t in tensors] == [xg.data_ptr(), q.packed.data_ptr(),
+                                                q.scales.data_ptr()]  # fmt: skip
+    assert key == S((x.clone(), wg.quantize_int4(torch.randn(32, 256).to(torch.bfloat16)),
+                     None, torch.float32, 2, 0.5, True), [])  # fmt: skip
+    others = [
+        (_x(4, 17), q, None, torch.float32, 2, 0.5, True),
+        (xg, wg.quantize_int4(torch.randn(32, 256).to(torch.bfloat16), group_size=64),
+         None, torch.float32, 2, 0.5, True),
+        (xg, q, torch.float32, torch.float32, 2, 0.5, True),
+        (xg, q, None, torch.float16, 2, 0.5, True),
+        (xg, q, None, torch.float32, 2.0, 0.5, True),
+        (xg, q, None, torch.float32, 2, 0.25, True),
+        (xg, q, None, torch.float32, 2, 0.5, 1),
+    ]  # fmt: skip
+    assert all(S(o, []) != key for o in others)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_any_two_aliased_inputs_refuse_a_replay(toy, monkeypatch, n):  # noqa: F811
+    """The replay's aliasing check, pairwise up to four inputs and a set above: the first and
+    the last input sharing a buffer refuse the replay; distinct buffers replay."""
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    _replay.clear()
+    calls = []
+
+    def launcher(*xs):
+        calls.append(1)
+        out = _launch.empty(xs[0].shape, xs[0].dtype, xs[0].device)
+        for x in xs:
+            _launch.launch(toy, (1,), x, out, x.numel(), 16, BLOCK=32)
+        return out
+
+    for _ in range(3):
+        _replay.call(launcher, tuple(_x(4, 16) for _ in range(n)), _run)
+    assert len(calls) == 2 and _replay.STATS["replays"] == 1
+    xs = [_x(4, 16) for _ in range(n)]
+    _replay.call(launcher, (*xs[:-1], xs[0]), _run)
+    assert len(calls) == 3 and _replay.STATS["refused"] == 1
     _replay.clear()

@@ -17,8 +17,7 @@ from __future__ import annotations
 import torch
 
 from ._lazy import LazyModule
-from .kernels import _launch, _replay
-from .quant import Int4Weight as _Int4Weight
+from .kernels import _replay, _replay_hit
 
 # The kernel modules import triton (~0.15-0.3 s): imported on the first call, not at import time.
 _add = LazyModule("warpgauge.kernels.add")
@@ -83,116 +82,68 @@ def _unwrapped(launcher, *args):
 def direct(launcher, *args):
     """The eager call: a replay of an earlier call with the same input signature when there is
     one (``kernels/_replay.py``), else the launcher itself with wrap-triton dispatch off. (The
-    autograd Functions' forward and backward; ``_replay.call`` inlined for plain arguments.)"""
-    if not (_replay.ENABLED and _launch.FAST):
-        return _unwrapped(launcher, *args)
-    sig = []
-    tensors = []
-    for a in args:
-        ta = type(a)
-        if ta is _Tensor or ta is _Parameter:
-            if not (a.is_cuda or _replay.ANY_DEVICE):
-                return _unwrapped(launcher, *args)
-            tensors.append(a)
-            sig.append((a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15))
-        elif ta in _SCALARS:
-            sig.append((ta, a))
-        else:  # anything else (an Int4Weight, a subclass): the general path
-            return _replay.call(launcher, args, _unwrapped)
-    return _replayed(launcher, args, tuple(sig), tensors)
+    autograd Functions' forward and backward: their tensors are plain and grad mode is off.)"""
+    hit = _HITS.get(launcher)
+    if hit:
+        out = hit(args)
+        if out is not _MISS and out is not _NEEDS_GRAD:  # (grad mode is off here)
+            return out if out is not _REFUSED else _unwrapped(launcher, *args)
+    return _general(launcher, args, _signature(args, (tensors := []), False), tensors)
 
 
-def _replayed(launcher, args, sig, tensors):
-    """The recipe of ``sig`` run (a hit), else ``_replay.lookup`` (first sightings, recording,
-    refusals)."""
-    per = _RECIPES.get(launcher)
-    if per is not None and _launch._RECORDING is None:
-        recipe = per.get(sig)
-        if type(recipe) is _Recipe:
-            out = recipe.run(tensors)
-            if out is not _REFUSED:
-                _STATS["replays"] += 1
-                return out
-            _STATS["refused"] += 1
-            return _unwrapped(launcher, *args)
-    return _replay.lookup(launcher, args, _unwrapped, sig, tensors)
-
-
-_SCALARS = _replay._SCALARS
+_signature = _replay._signature
+_lookup = _replay.lookup
+_NEEDS_OP = _replay.NEEDS_OP
+_NEEDS_GRAD = _replay.NEEDS_GRAD
 _RECIPES = _replay._RECIPES
-_STATS = _replay.STATS
+_HITS = _replay._HITS
+_MISS = _replay_hit.MISS
 _Recipe = _replay._Recipe
 _REFUSED = _replay._REFUSED
 _grad_enabled = torch.is_grad_enabled
 
 
 def eager(module, name, args):
-    """A public call's eager entry: ``route`` and ``direct`` in one pass over the arguments, for
-    the launcher ``module.name`` (read only on the eager path: under Dynamo, a first read of a
-    lazy kernel module would import it inside the traced function).
+    """A public call's eager entry, for the launcher ``module.name`` (read only on the eager
+    path: under Dynamo, a first read of a lazy kernel module would import it inside the traced
+    function).
 
     Returns OP or GRAD (the caller takes the registered op or the autograd Function, as for
     ``route``), else the launcher's result: replayed when a recording of this signature exists.
-    The loop that routes the tensors also builds the replay signature (``_replay._signature``'s,
-    value for value) and ``_replayed`` runs the hit, so a repeated call costs two Python frames
-    for routing, signature and lookup instead of five. A non-tensor where a tensor belongs is
-    routed like a scalar: the launcher's validation then raises its TypeError."""
+    A repeated call is the launcher's unrolled hit (``kernels/_replay_hit.py``: signature,
+    lookup and replay in one straight-line function); anything it does not take (a first
+    call, other kinds of arguments, a tensor that needs autograd or the registered op) goes
+    through ``_replay._signature``, which routes the tensors and builds the signature in one
+    pass, and ``_replay.lookup``. A non-tensor where a tensor belongs gets no signature: the
+    launcher's validation then raises its TypeError."""
     if _is_compiling() or _functorch_active():
         return OP
-    grad = _grad_enabled()
-    r = DIRECT
-    sig = []
-    tensors = []
-    for a in args:
-        ta = type(a)
-        if ta is _Tensor or ta is _Parameter:
-            if grad and a.requires_grad:
-                if a.is_meta:
-                    return OP
-                r = GRAD
-            elif a.is_cuda:  # (never meta: one attribute read less on the common path)
-                if sig is not None:
-                    tensors.append(a)
-                    sig.append((a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15))
-            elif a.is_meta:
-                return OP
-            elif sig is not None:
-                if _replay.ANY_DEVICE:
-                    tensors.append(a)
-                    sig.append((a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15))
-                else:
-                    sig = None
-        elif isinstance(a, _Tensor):
-            return OP
-        elif sig is not None:
-            if ta in _SCALARS:
-                sig.append((ta, a))
-            elif ta is _Int4Weight:  # its tensors are part of the signature, never routed
-                p, sc = a.packed, a.scales
-                if (
-                    type(p) is _Tensor
-                    and type(sc) is _Tensor
-                    and (p.is_cuda and sc.is_cuda or _replay.ANY_DEVICE)
-                ):
-                    tensors.append(p)
-                    tensors.append(sc)
-                    sig.append((ta, p.dtype, p.shape, p.stride(), p.get_device(), p.data_ptr() & 15,
-                                sc.dtype, sc.shape, sc.stride(), sc.get_device(), sc.data_ptr() & 15,
-                                a.group_size))  # fmt: skip
-                else:
-                    inner = _replay._signature((a,), tensors)
-                    sig = None if inner is None else sig + list(inner)
-            else:
-                inner = _replay._signature((a,), tensors)
-                sig = None if inner is None else sig + list(inner)
-    if r != DIRECT:
-        return r
     launcher = getattr(module, name)
-    if not (_replay.ENABLED and _launch.FAST):
-        return _unwrapped(launcher, *args)
-    if sig is None:
-        return _unwrapped(launcher, *args)
-    return _replayed(launcher, args, tuple(sig), tensors)
+    hit = _HITS.get(launcher)
+    if hit:
+        out = hit(args)
+        if out is not _MISS:
+            if out is _NEEDS_GRAD:
+                return GRAD
+            return out if out is not _REFUSED else _unwrapped(launcher, *args)
+    tensors = []
+    sig = _signature(args, tensors, _grad_enabled())
+    if sig is _NEEDS_GRAD:
+        return GRAD
+    if sig is _NEEDS_OP:
+        return OP
+    return _general(launcher, args, sig, tensors)
+
+
+def _general(launcher, args, sig, tensors):
+    """``_replay.lookup`` (replay, first sighting, recording, refusal), then the launcher's
+    unrolled hit once a recording of one of its signatures exists."""
+    out = _lookup(launcher, args, _unwrapped, sig, tensors)
+    if launcher not in _HITS and type(sig) is tuple:
+        per = _RECIPES.get(launcher)
+        if per is not None and type(per.get(sig)) is _Recipe:
+            _HITS[launcher] = _replay_hit.build(launcher, args, sig, tensors) or False
+    return out
 
 
 def _backward(op, launcher, *args):

@@ -28,16 +28,22 @@ replayed and always runs the launcher:
 
 A replay is refused (the launcher runs) when the inputs share a data pointer, the current device is
 not the recorded one, a launch hook is installed, or a fresh allocation's alignment differs.
+
+``_signature`` is the one signature (the eager entry routes with it too); once a launcher has a
+recording, its repeated calls take ``_replay_hit``'s unrolled form of it for their argument
+pattern (checked equal to ``_signature``'s when built) and reach ``lookup`` only when that misses.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..quant import Int4Weight as _Int4Weight
 from . import _launch
 
 MAX_SIGNATURES = 512  # per launcher; past it new signatures run the launcher (no unbounded growth)
@@ -75,11 +81,13 @@ ANY_DEVICE = False  # a seam: the CPU tests replay CPU tensors (real replays nee
 
 
 _RECIPES: dict = {}  # launcher -> {signature: _Recipe | _NEVER}
+_HITS: dict = {}  # launcher -> its unrolled hit (``_replay_hit.build``) | False (none for it)
 STATS = {"replays": 0, "recorded": 0, "refused": 0, "never": 0}
 
 
 def clear() -> None:
     _RECIPES.clear()
+    _HITS.clear()
     for k in STATS:
         STATS[k] = 0
 
@@ -104,42 +112,96 @@ class _Recording:
         self.complete = True
 
 
-def _signature(args, tensors):
-    """Hashable signature of ``args``; appends their tensors (Int4Weight's included) to
-    ``tensors``. None when an argument is of a kind that is never replayed."""
+NEEDS_OP = object()  # _signature: a meta tensor or a tensor subclass (only the registered op)
+NEEDS_GRAD = object()  # _signature: grad on and a plain tensor that requires grad (autograd)
+
+
+def _signature(args, tensors, grad=False):
+    """The replay signature of ``args`` (hashable), appending their tensors (an Int4Weight's
+    included) to ``tensors``; the one implementation, which the eager entry (``_eager.eager``)
+    also uses to route the call, in the same pass over the arguments.
+
+    Per plain tensor: dtype, shape, strides, device index and the data pointer's offset from a
+    16-byte boundary; per ``_SCALARS`` argument: its type and value; an ``Int4Weight``: its two
+    tensors' and its group size; another object with ``packed``, ``scales`` and ``group_size``:
+    the signature of those. Returns None when an argument is of a kind never replayed (a CPU
+    tensor, an unknown object: the launcher runs, and its validation raises where it should),
+    ``NEEDS_OP`` for a meta tensor or a tensor subclass among ``args`` (the registered op's fake
+    implementation or the subclass handles it), ``NEEDS_GRAD`` when ``grad`` is true and a plain
+    tensor requires grad (and none needs the op)."""
     sig = []
+    needs_grad = False
     for a in args:
         ta = type(a)
         if ta is _Tensor or ta is _Parameter:
-            if not (a.is_cuda or ANY_DEVICE):
-                return None
-            tensors.append(a)
-            sig.append((a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15))
+            if grad and a.requires_grad:
+                if a.is_meta:
+                    return NEEDS_OP
+                needs_grad = True
+            elif a.is_cuda:  # (never meta: one attribute read less on the common path)
+                if sig is not None:
+                    tensors.append(a)
+                    sig.append((a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15))
+            elif a.is_meta:
+                return NEEDS_OP
+            elif sig is not None:
+                if ANY_DEVICE:
+                    tensors.append(a)
+                    sig.append((a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15))
+                else:
+                    sig = None
+        elif isinstance(a, _Tensor):
+            return NEEDS_OP
+        elif sig is None:
+            continue
         elif ta in _SCALARS:
             sig.append((ta, a))
+        elif ta is _Int4Weight:  # inline: its tensors are part of the signature, never routed
+            p, sc = a.packed, a.scales
+            if (
+                type(p) is _Tensor
+                and type(sc) is _Tensor
+                and (p.is_cuda and sc.is_cuda or ANY_DEVICE)
+            ):
+                tensors.append(p)
+                tensors.append(sc)
+                sig.append((ta, p.dtype, p.shape, p.stride(), p.get_device(), p.data_ptr() & 15,
+                            sc.dtype, sc.shape, sc.stride(), sc.get_device(), sc.data_ptr() & 15,
+                            a.group_size))  # fmt: skip
+            else:
+                sig = None
         elif hasattr(a, "packed") and hasattr(a, "scales") and hasattr(a, "group_size"):
             inner = _signature((a.packed, a.scales, a.group_size), tensors)  # shape: packed's
-            if inner is None:
-                return None
-            sig.append((ta, inner))
+            sig = sig + [(ta, inner)] if type(inner) is tuple else None
         else:
-            return None
-    return tuple(sig)
+            sig = None
+    if needs_grad:
+        return NEEDS_GRAD
+    return None if sig is None else tuple(sig)
 
 
 def call(launcher, args, run):
     """``run(launcher, *args)``, or its replay when a recording of this signature exists."""
     tensors = []
-    sig = _signature(args, tensors)
-    return lookup(launcher, args, run, sig, tensors)
+    return lookup(launcher, args, run, _signature(args, tensors), tensors)
 
 
 def lookup(launcher, args, run, sig, tensors):
-    """``call`` for a signature already computed (``None``: never replayed): the eager entry
-    (``_eager.eager``) builds it while routing, in the same loop over the arguments."""
-    if sig is None or _launch._RECORDING is not None:
-        return run(launcher, *args)
+    """``call`` for a signature already computed by ``_signature`` (anything but a tuple: the
+    launcher runs). A hit is tested first: a repeated call costs one dict lookup per level."""
     per = _RECIPES.get(launcher)
+    if per is not None and _launch._RECORDING is None:
+        recipe = per.get(sig)
+        if type(recipe) is _Recipe:
+            if ENABLED and _launch.FAST:
+                out = recipe.run(tensors)
+                if out is not _REFUSED:
+                    STATS["replays"] += 1
+                    return out
+                STATS["refused"] += 1
+            return run(launcher, *args)
+    if type(sig) is not tuple or _launch._RECORDING is not None or not (ENABLED and _launch.FAST):
+        return run(launcher, *args)
     if per is None:
         per = _RECIPES[launcher] = {}
     recipe = per.get(sig)
@@ -149,14 +211,7 @@ def lookup(launcher, args, run, sig, tensors):
         return run(launcher, *args)
     if recipe is _SEEN:  # second sighting: record
         return _record(launcher, args, run, tensors, per, sig)
-    if recipe is _NEVER:
-        return run(launcher, *args)
-    out = recipe.run(tensors)
-    if out is _REFUSED:
-        STATS["refused"] += 1
-        return run(launcher, *args)
-    STATS["replays"] += 1
-    return out
+    return run(launcher, *args)  # _NEVER
 
 
 def _record(launcher, args, run, tensors, per, sig):
@@ -223,7 +278,7 @@ def _descriptor(a, where):
 
 
 class _Recipe:
-    __slots__ = ("device", "allocs", "launches", "result", "single", "n_in", "run")
+    __slots__ = ("device", "allocs", "launches", "result", "single", "n_in", "run", "fast")
 
     @classmethod
     def build(cls, rec, tensors, out):
@@ -270,14 +325,16 @@ class _Recipe:
         self.result = result
         self.single = result[1][1] if result[0] == "single" and result[1][0] == "alloc" else None
         self.n_in = len(tensors)
-        self.run = _generate(self)
+        self.fast, self.run = _generate(self)
         return self
 
 
 def _generate(recipe):
-    """``recipe.replay`` unrolled into straight-line code for this recipe (no loops, no lists: a
-    replay is a few attribute reads, the allocations and the launches). Built with ``exec`` from
-    the recipe's own data only, as Triton builds its binder."""
+    """The recipe's replay unrolled into straight-line code for this recipe (no loops, no lists:
+    a replay is a few attribute reads, the allocations and the launches). Built with ``exec``
+    from the recipe's own data only, as Triton builds its binder. Returns ``(fast, run)``:
+    ``fast(tensors, i0, i1, ...)`` takes the inputs' data pointers too (the unrolled hit has
+    read them for the signature), ``run(tensors)`` reads them itself."""
     get_device, get_stream, runtime = _launch._RUNTIME
     ns = {
         "get_device": get_device,
@@ -291,20 +348,32 @@ def _generate(recipe):
     }
     n_in = recipe.n_in
     src = [
-        "def replay(tensors):",
+        f"def replay(tensors{''.join(f', i{i}' for i in range(n_in))}):",
         "    device = get_device()",
         "    if device != DEVICE:",
         "        return REFUSED",
     ]
-    for hook in ("launch_enter_hook", "launch_exit_hook"):
-        src += [
-            f"    h = runtime.{hook}",
-            "    if h is not None and (type(h) is not chain or h.calls):",
-            "        return REFUSED",
-        ]
+    for k, hook in enumerate(("launch_enter_hook", "launch_exit_hook")):
+        h = getattr(runtime, hook, None)
+        if type(h) is ns["chain"]:  # Triton 3.6: a HookChain, empty unless a profiler adds one
+            ns[f"HOOK{k}"] = h  # ... or replaces it: either way the replay is refused
+            src += [
+                f"    if runtime.{hook} is not HOOK{k} or HOOK{k}.calls:",
+                "        return REFUSED",
+            ]
+        else:
+            src += [
+                f"    h = runtime.{hook}",
+                "    if h is not None and (type(h) is not chain or h.calls):",
+                "        return REFUSED",
+            ]
     ins = [f"i{i}" for i in range(n_in)]
-    src += [f"    i{i} = tensors[{i}].data_ptr()" for i in range(n_in)]
-    if n_in > 1:
+    # i0, i1, ...: the inputs' data pointers, which the unrolled hit read for the signature
+    if 1 < n_in <= 4:  # inputs sharing a pointer: pairwise (cheaper than a set up to 6 pairs)
+        pairs = [f"{a} == {b}" for k, a in enumerate(ins) for b in ins[k + 1 :]]
+        src.append(f"    if {' or '.join(pairs)}:")
+        src.append("        return REFUSED")
+    elif n_in > 4:
         src.append(f"    if len({{{', '.join(ins)}}}) != {n_in}:")
         src.append("        return REFUSED")
     for j, (shape, dtype, dev) in enumerate(recipe.allocs):
@@ -312,10 +381,13 @@ def _generate(recipe):
         if _launch.POISON:
             src.append(f"    a{j} = EMPTY(S{j}, D{j}, V{j})")
         else:
-            # the sizes as int literals: torch.empty parses them faster than a tuple (1.1 against
-            # 1.5 us per call on the CPU machine); a 0-d allocation keeps its empty tuple
-            dims = ", ".join(str(int(d)) for d in shape) if shape else "()"
-            src.append(f"    a{j} = EMPTY({dims}, dtype=D{j}, device=V{j})")
+            # torch.empty with its sizes (int arguments: parsed faster than a tuple), dtype and
+            # device bound once: a partial passes its keywords without building them per call
+            # (0.97 against 1.21 us per call on the CPU machine, 1.5 with a tuple of sizes); a
+            # 0-d allocation passes its empty tuple
+            sizes = tuple(int(d) for d in shape) or ((),)
+            ns[f"E{j}"] = functools.partial(torch.empty, *sizes, dtype=dtype, device=dev)
+            src.append(f"    a{j} = E{j}()")
         src += [f"    p{j} = a{j}.data_ptr()", f"    if p{j} & 15:", "        return REFUSED"]
     src.append("    stream = get_stream(device)")
     names = ins + [f"p{j}" for j in range(len(recipe.allocs))]
@@ -362,7 +434,9 @@ def _generate(recipe):
             f"    return ({', '.join(expr(p) for p in parts)}{',' if len(parts) == 1 else ''})"
         )
     exec("\n".join(src), ns)  # noqa: S102 - code built above from the recipe's own values
-    return ns["replay"]
+    ptrs = "".join(f", tensors[{i}].data_ptr()" for i in range(n_in))
+    exec(f"def run(tensors):\n    return replay(tensors{ptrs})", ns)  # noqa: S102
+    return ns["replay"], ns["run"]
 
 
 def _result_plan(out, allocs):

@@ -1,0 +1,154 @@
+"""A launcher's replay hit, unrolled: the signature of ``_replay._signature`` for one argument
+pattern, the recipe lookup and the replay, in straight-line code without loops or lists.
+
+``_replay._signature`` walks any arguments: per argument a type dispatch, list appends, a tuple
+at the end, routing flags. A launcher is called with the same kinds of arguments every time
+(``softmax(x)``: one tensor; ``row_sum(x, out_dtype)``: a tensor and a scalar; ``int4_linear``:
+a tensor and an ``Int4Weight``), so once a signature of it is recorded, ``build`` generates a
+``hit(args)`` for that pattern (as ``_replay`` generates each recipe's replay and Triton its
+binder). It returns the recipe's result, ``REFUSED`` (the recipe refused: the caller runs the
+launcher), ``NEEDS_GRAD`` (grad mode on, a tensor requires grad, none is meta, every tensor is
+plain: ``_signature`` would say the same, and autograd must record the call) or ``MISS``, which
+sends the call down the general path unchanged.
+
+A ``hit`` is conservative: it returns a result only where the general path would replay the
+same recipe. It misses on another number or kind of arguments, a tensor subclass, a meta or
+non-CUDA tensor (unless the ``ANY_DEVICE`` test seam is on, as ``_signature`` reads it), a
+gradient-tracking tensor with grad mode on, an Int4Weight whose tensors are not plain, while a
+recording runs, and with replay or the cached launch off. Its key is built from the same fields
+in the same order as ``_signature``'s, and ``build`` checks that on the call it is built from
+(key and tensors equal to ``_signature``'s, else no hit is installed).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..quant import Int4Weight
+from . import _launch, _replay
+
+MISS = object()
+
+# The per-tensor part of the signature, as ``_replay._signature`` builds it (checked by build);
+# d_{v} is the tensor's data pointer, read once for the key and the replay.
+_TENSOR = "{v}.dtype, {v}.shape, {v}.stride(), {v}.get_device(), d_{v} & 15"
+
+
+def _pattern(args):
+    """Per argument: "T" (plain tensor), "S" (a ``_replay._SCALARS`` value), "Q" (an
+    Int4Weight); None when an argument is of another kind (no hit for such calls)."""
+    kinds = []
+    for a in args:
+        ta = type(a)
+        if ta is torch.Tensor or ta is torch.nn.Parameter:
+            kinds.append("T")
+        elif ta in _replay._SCALARS:
+            kinds.append("S")
+        elif ta is Int4Weight:
+            kinds.append("Q")
+        else:
+            return None
+    return kinds
+
+
+def _source(kinds):
+    """The body shared by ``hit`` and ``probe``: checks (``return MISS``), then ``key`` and
+    ``tensors`` as ``_replay._signature`` builds them; and the names of the tensors' variables
+    (``d_<name>`` holds each one's data pointer)."""
+    n = len(kinds)
+    names = [f"a{i}" for i in range(n)]
+    src = [f"    if len(args) != {n}:", "        return MISS"]
+    src.append(f"    {', '.join(names)}{',' if n == 1 else ''} = args")
+    parts, tensors, plain = [], [], []
+    for i, k in enumerate(kinds):
+        a = names[i]
+        if k == "T":
+            src += [
+                f"    t = type({a})",
+                "    if t is not T and t is not P:",
+                "        return MISS",
+            ]
+            plain.append(a)
+            tensors.append(a)
+            parts.append(f"({_TENSOR.format(v=a)})")
+        elif k == "S":
+            src += [f"    s{i} = type({a})", f"    if s{i} not in SCALARS:", "        return MISS"]
+            parts.append(f"(s{i}, {a})")
+        else:
+            src += [
+                f"    if type({a}) is not Q:",
+                "        return MISS",
+                f"    p{i}, q{i} = {a}.packed, {a}.scales",
+                f"    if type(p{i}) is not T or type(q{i}) is not T:",
+                "        return MISS",
+                f"    if not (p{i}.is_cuda and q{i}.is_cuda or RP.ANY_DEVICE):",
+                "        return MISS",
+            ]
+            tensors += [f"p{i}", f"q{i}"]
+            parts.append(
+                f"(Q, {_TENSOR.format(v=f'p{i}')}, {_TENSOR.format(v=f'q{i}')}, {a}.group_size)"
+            )
+    if plain:  # as _signature: grad-tracking tensors route to autograd, meta ones to the op
+        src += [
+            "    if grad_enabled():",
+            f"        if {' or '.join(f'{a}.requires_grad' for a in plain)}:",
+            f"            if {' or '.join(f'{a}.is_meta' for a in plain)}:",
+            "                return MISS",
+            "            return NEEDS_GRAD",
+        ]
+        for a in plain:  # a CUDA tensor is never meta; others only through the test seam
+            src += [
+                f"    if not {a}.is_cuda and (not RP.ANY_DEVICE or {a}.is_meta):",
+                "        return MISS",
+            ]
+    src += [f"    d_{t} = {t}.data_ptr()" for t in tensors]
+    src.append(f"    key = ({', '.join(parts)},)")
+    src.append(f"    tensors = ({', '.join(tensors)}{',' if len(tensors) == 1 else ''})")
+    return src, tensors
+
+
+def build(launcher, args, sig, tensors):
+    """``hit(args)`` for calls of ``launcher`` with arguments of the kinds of ``args`` (a call
+    whose signature ``sig`` has a recipe), or None when ``args`` hold another kind of argument
+    or the unrolled signature differs from ``_signature``'s on this call."""
+    kinds = _pattern(args)
+    if kinds is None or not kinds:
+        return None
+    body, tensor_names = _source(kinds)
+    ns = {
+        "MISS": MISS,
+        "NEEDS_GRAD": _replay.NEEDS_GRAD,
+        "T": torch.Tensor,
+        "P": torch.nn.Parameter,
+        "Q": Int4Weight,
+        "SCALARS": frozenset(_replay._SCALARS),
+        "RP": _replay,
+        "LA": _launch,
+        "grad_enabled": torch.is_grad_enabled,
+        "PER": _replay._RECIPES[launcher],
+        "Recipe": _replay._Recipe,
+        "REFUSED": _replay._REFUSED,
+        "STATS": _replay.STATS,
+    }
+    probe = ["def probe(args):", *body, "    return key, tensors"]
+    hit = ["def hit(args):", *body]
+    hit += [
+        "    if LA._RECORDING is not None or not (RP.ENABLED and LA.FAST):",
+        "        return MISS",
+        "    recipe = PER.get(key)",
+        "    if type(recipe) is not Recipe:",
+        "        return MISS",
+        f"    out = recipe.fast(tensors{''.join(f', d_{t}' for t in tensor_names)})",
+        "    if out is REFUSED:",
+        "        STATS['refused'] += 1",
+        "        return REFUSED",
+        "    STATS['replays'] += 1",
+        "    return out",
+    ]
+    exec("\n".join(probe + hit), ns)  # noqa: S102 - built above from the argument kinds only
+    got = ns["probe"](args)
+    if got is MISS or got is _replay.NEEDS_GRAD or got[0] != sig or list(got[1]) != list(tensors):
+        return None
+    if any(a is not b for a, b in zip(got[1], tensors)):
+        return None
+    return ns["hit"]
