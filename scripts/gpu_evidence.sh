@@ -105,7 +105,7 @@ tests2_part() {  # the lanes that did not finish in s6a, split finer, verbose wi
   mkdir -p "$d"
   lane() { local n=$1 t=$2; shift 2; t=${LANE_S:-$t}; ( timeout -k 5 "$t" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
   echo "[$(stamp)] gpu tests (second set)"
-  lane faults 200 $P tests/gpu/test_faults_gpu.py
+  lane faults 240 $P -s tests/gpu/test_faults_gpu.py
   # a test still running after 100 s dumps every thread's stack into the log
   lane training 200 $P -o faulthandler_timeout=100 tests/gpu/test_training_gpu.py ${TRAIN_K:+-k "$TRAIN_K"}
   if [ -z "${TESTS2_SHORT:-}" ]; then
@@ -117,6 +117,17 @@ tests2_part() {  # the lanes that did not finish in s6a, split finer, verbose wi
   wait
   for f in "$d"/*.log; do printf '%-14s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
   pack gputests2
+}
+
+final_tests_part() {  # the fault run and the replay path (correctness; side by side)
+  local d="$OUT/gputests3" P="python3 -m pytest -v -p no:cacheprovider -rfE --durations=8"
+  mkdir -p "$d"
+  echo "[$(stamp)] gpu tests (final set)"
+  ( timeout -k 5 240 $P -s tests/gpu/test_faults_gpu.py >"$d/faults.log" 2>&1; echo "exit $?" >>"$d/faults.log" ) &
+  ( timeout -k 5 200 $P tests/gpu/test_host_path_gpu.py >"$d/host_path.log" 2>&1; echo "exit $?" >>"$d/host_path.log" ) &
+  wait
+  for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+  pack gputests3
 }
 
 case "${1:-}" in
@@ -190,15 +201,22 @@ case "${1:-}" in
     ;;
   final6)  # carries .whl and .peers/c (Liger): the whole default suite in one run
     install_wheels .peers/c/liger_kernel-*.whl
-    bench_part default "${DEFAULT_S:-560}" --max-minutes "${DEFAULT_MIN:-8.6}"
+    # compile_max_autotune is a diagnostic lane (never "best PyTorch", docs/methodology.md): left
+    # out to fit one call; max-autotune-no-cudagraphs carries the autotuned kernels
+    bench_part default "${DEFAULT_S:-560}" --max-minutes "${DEFAULT_MIN:-8.6}" \
+      --skip "${DEFAULT_SKIP:-compile_max_autotune}"
     ;;
-  final6b)  # carries .whl and .peers/c: RESUME=results/<id> finishes a cut default run; host mode
+  final6b)  # carries .whl and .peers/c: RESUME=results/<id> finishes a cut default run; the
+    # fault and replay GPU tests; the stability log (three quick runs); host mode if HOST=1
     install_wheels .peers/c/liger_kernel-*.whl
     if [ -n "${RESUME:-}" ]; then  # the run is copied under $OUT so that what it adds comes back
       mkdir -p "$OUT/resume" && cp -r "$RESUME" "$OUT/resume/"
       bench_part resume "${RESUME_S:-400}" --resume "$OUT/resume/$(basename "$RESUME")"
     fi
-    bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    final_tests_part
+    bench_part stability "${STAB_S:-200}" --quick --repeat 3 --lanes cold --ops softmax,add_rms_norm \
+      --skip 'compile_max*' --max-minutes 1.2
+    if [ -n "${HOST:-}" ]; then bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1; fi
     ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b"; exit 2 ;;
 esac

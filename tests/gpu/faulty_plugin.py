@@ -3,7 +3,8 @@
 
 - ``raises``: raises on every call after the gate's first.
 - ``oom``: asks the CUDA caching allocator for 64 TiB (a real ``torch.cuda.OutOfMemoryError``).
-- ``hangs``: sleeps in Python on its fourth call (the per-provider time limit interrupts it).
+- ``hangs``: sleeps in Python on its fourth call at the element count ``WG_FAULT_HANG_AT`` names
+  (the per-provider time limit interrupts it); elsewhere it is honest.
 - ``stuck``: on its fourth call launches a kernel that spins for days and synchronizes on it,
   so the call is blocked inside the driver (the watchdog records it and ends the process).
   Only at the element count ``WG_FAULT_STUCK_AT`` names, so earlier cases finish first.
@@ -49,8 +50,10 @@ def register(reg) -> None:
 
     @reg.provider("add", "hangs", "sleeps in Python on its fourth call")
     def hangs(inputs, ctx):
+        here = str(ctx.shape.get("numel")) == os.environ.get("WG_FAULT_HANG_AT", "")
+
         def sleep(k):
-            if k == 4:
+            if k == 4 and here:
                 time.sleep(300.0)
 
         return _counting(inputs, sleep)

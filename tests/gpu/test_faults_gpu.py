@@ -40,7 +40,7 @@ host_share = 0.0
 min_samples = 4
 max_samples = 20
 warmup_calls = 3
-provider_timeout_s = 25.0
+provider_timeout_s = 15.0
 stuck_grace_s = 3.0
 
 [compile]
@@ -56,16 +56,22 @@ shapes = ["1M", "4M", "16M"]
 """
 
 
-def _bench(args, tmp_path, timeout=240):
+def _bench(args, tmp_path, timeout=240, capture=True):
+    """Run ``python -m warpgauge ARGS``; ``capture=False`` streams its output (run pytest with
+    ``-s`` to see a run's progress live, e.g. when a lane's time limit cuts it)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT / "src"), str(ROOT / "tests" / "gpu"), env.get("PYTHONPATH", "")]
     )
+    env["WG_FAULT_HANG_AT"] = str(NUMELS[0])
     env["WG_FAULT_STUCK_AT"] = str(NUMELS[1])
     env.pop("WARPGAUGE_POISON_OUTPUTS", None)  # the conftest sets it; bench refuses to measure
     cmd = [sys.executable, "-m", "warpgauge", *args]
-    p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
-    print(" ".join(cmd), "->", p.returncode, "\n", p.stdout[-4000:], p.stderr[-4000:])
+    print(" ".join(cmd), flush=True)
+    p = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=capture, text=True, timeout=timeout
+    )
+    print("->", p.returncode, "\n", (p.stdout or "")[-4000:], (p.stderr or "")[-4000:])
     return p
 
 
@@ -88,7 +94,7 @@ def test_a_real_run_survives_faults_and_resumes(tmp_path):
     first = _bench(
         ["bench", "--suite", str(suite), "--ops", "add", "--only", only,
          "--provider", "faulty_plugin:register", "--out", str(tmp_path / "runs")],
-        tmp_path,
+        tmp_path, capture=False,
     )  # fmt: skip
     assert first.returncode == 5, "the driver hang must end the process with exit 5"
     (run_dir,) = [d for d in (tmp_path / "runs").iterdir() if d.is_dir()]
@@ -107,7 +113,7 @@ def test_a_real_run_survives_faults_and_resumes(tmp_path):
     assert by["hangs"]["status"] == "error" and "time limit" in by["hangs"]["error"]
     assert by["stuck"]["status"] == "absent"
 
-    second = _bench(["bench", "--resume", str(run_dir)], tmp_path)
+    second = _bench(["bench", "--resume", str(run_dir)], tmp_path, capture=False)
     assert second.returncode == 0, "the resumed run completes"
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "complete" and len(run["extra"]["sessions"]) == 2
@@ -116,7 +122,7 @@ def test_a_real_run_survives_faults_and_resumes(tmp_path):
     assert _sha(done2[first_case][0]) == sha1, "a finished case was measured again"
     _, by4 = done2["add/bfloat16/4M/cold"]
     assert by4["stuck"]["status"] == "error" and "earlier session" in by4["stuck"]["error"]
-    assert by4["warpgauge"]["status"] == "ok" and by4["hangs"]["status"] == "error"
+    assert by4["warpgauge"]["status"] == "ok" and by4["hangs"]["status"] == "ok"
 
     ok = _bench(["validate", str(run_dir)], tmp_path, timeout=120)
     assert ok.returncode == 0
