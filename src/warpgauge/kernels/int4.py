@@ -51,6 +51,7 @@ from .._checks import HALF_DTYPES, check_same_device, check_tensor
 from .._device import device_info, interpreter_enabled
 from ..quant import Int4Weight, check_group_size
 from ._launch import empty, launch
+from .int4_gemv import _int4_gemv_pipe_kernel
 from .int4_kernels import (  # noqa: F401  (the decode strings: tests and experiments read them)
     _DECODE_BF16,
     _DECODE_F16,
@@ -149,6 +150,9 @@ class Int4Plan:
     groups_per_iter: K step of the FMA path in groups (power of two); the tensor-core paths step
         one group at a time (ignored there).
     split_k: programs along K per output tile; > 1 adds FP32 partials and a fixed-order reduction.
+    pipeline: FMA GEMV only: 0 = the register double-buffered loop (``int4_kernels``); S >= 2 =
+        the loop of ``int4_gemv`` pipelined by Triton in S stages (loads of the next S - 1 steps
+        in flight as asynchronous copies into shared memory while the current one computes).
     """
 
     block_m: int
@@ -157,6 +161,7 @@ class Int4Plan:
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 3
+    pipeline: int = 0
 
     def __post_init__(self):
         def pow2(v):
@@ -172,6 +177,15 @@ class Int4Plan:
             raise ValueError(f"split_k must be an int in [1, 64], got {self.split_k}")
         if not pow2(self.num_warps):
             raise ValueError(f"num_warps must be a power of two, got {self.num_warps}")
+        if not (isinstance(self.pipeline, int) and (self.pipeline == 0 or 2 <= self.pipeline <= 8)):
+            raise ValueError(
+                f"pipeline must be 0 (off) or a stage count in [2, 8], got {self.pipeline}"
+            )
+        if self.pipeline and self.block_m != 1:
+            raise ValueError(
+                f"pipeline={self.pipeline} is the FMA GEMV's pipelined loop and needs block_m == 1, "
+                f"got block_m={self.block_m}; the tensor-core paths pipeline by num_stages"
+            )
 
     @property
     def path(self) -> str:
@@ -337,6 +351,18 @@ def _decode_flags(plan: Int4Plan, M: int, group_size: int) -> dict:
     )
 
 
+def _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, dtype, upcast):
+    launch(_int4_mm_kernel, grid,
+        x2, w, scales, y, part, M, N, K, _MAGIC_F32,
+        x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),
+        GROUP=group_size, HALF_PAD=_half_pad(group_size),
+        WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
+        BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
+        X_BF16=dtype == torch.bfloat16, UPCAST=upcast, **_decode_flags(plan, M, group_size),
+        num_warps=plan.num_warps, num_stages=plan.num_stages,
+    )  # fmt: skip
+
+
 def int4_linear_packed(
     x: torch.Tensor,
     packed: torch.Tensor,
@@ -373,15 +399,16 @@ def int4_linear_packed(
                 "packed must start at a 4-byte aligned offset for the FMA GEMV path; pass "
                 "packed.clone() or a plan with block_m >= 16"
             ) from None
-    launch(_int4_mm_kernel, grid,
-        x2, w, scales, y, part, M, N, K, _MAGIC_F32,
-        x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),
-        GROUP=group_size, HALF_PAD=_half_pad(group_size),
-        WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
-        BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
-        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, **_decode_flags(plan, M, group_size),
-        num_warps=plan.num_warps, num_stages=plan.num_stages,
-    )  # fmt: skip
+    if plan.pipeline:
+        launch(_int4_gemv_pipe_kernel, grid,
+            x2, w, scales, y, part, M, N, K, _MAGIC_F32,
+            x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),
+            GROUP=group_size, WPAD=triton.next_power_of_2(max(group_size // 8, 1)),
+            BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
+            STAGES=plan.pipeline, num_warps=plan.num_warps, num_stages=plan.pipeline,
+        )  # fmt: skip
+    else:
+        _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, x.dtype, upcast)
     if plan.split_k > 1:
         total = M * N
         launch(
