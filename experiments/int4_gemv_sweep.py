@@ -109,26 +109,18 @@ def r2_cases():
     return out
 
 
-PIPE_CONFIGS = (
-    (64, 1, 2, 3),
-    (64, 1, 2, 4),
-    (64, 1, 2, 2),
-    (64, 2, 2, 3),
-    (32, 4, 2, 3),
-    (16, 8, 2, 3),
-    (16, 8, 4, 4),
-    (128, 1, 4, 3),
-    (32, 2, 2, 4),
-    (32, 1, 1, 3),
-    (16, 4, 1, 3),
-    (64, 4, 4, 3),
-    (8, 16, 2, 3),
-)  # fmt: skip  (rows, gpi, warps, stages)
+PIPE_CONFIGS = ((64, 1, 2, 3), (64, 1, 2, 4), (64, 2, 2, 3), (32, 4, 2, 3), (16, 8, 2, 3),
+                (128, 1, 4, 3), (32, 2, 2, 4), (64, 4, 4, 3), (8, 16, 2, 3))  # fmt: skip
 
 
-def pipe_splits(tiles, sm, n_groups, gpi, most=3):
-    """split_k values for ~2.5-20 programs per SM (at least 2 steps per split), middle first."""
-    ok = [sp for sp in (1, 2, 4, 8, 16) if 2.5 * sm <= tiles * sp <= 20 * sm
+# The pipelined tensor-core GEMV (block_m 16): rows, groups per step, warps, stages.
+DOT_PIPE_CONFIGS = ((64, 4, 4, 3), (128, 2, 4, 3), (32, 8, 2, 3), (128, 4, 4, 3), (256, 1, 4, 3),
+                    (64, 2, 2, 3))  # fmt: skip
+
+
+def pipe_splits(tiles, sm, n_groups, gpi, lo=2.5, hi=20, most=3):
+    """split_k values for lo-hi programs per SM (at least 2 steps per split), smallest first."""
+    ok = [sp for sp in (1, 2, 4, 8, 16) if lo * sm <= tiles * sp <= hi * sm
           and n_groups // (gpi * sp) >= 2]  # fmt: skip
     return ok[:most] or [1]
 
@@ -142,12 +134,19 @@ def pipe_cases(sm=132):
                  (8192, 8192)):  # fmt: skip
         v = ["tinygemm", "wg"]
         for bn, gpi, w, st in PIPE_CONFIGS:
-            for sp in pipe_splits(N // bn, sm, K // 128, gpi):
+            for sp in pipe_splits(N // bn, sm, K // 128, gpi, most=2):
                 v.append(f"p:1,{bn},{gpi},{sp},{w},1,0,{st}")
+        for bn, gpi, w, st in DOT_PIPE_CONFIGS:  # flags 1: the PTX decode
+            for sp in pipe_splits(N // bn, sm, K // 128, gpi, lo=1.5, hi=12, most=2):
+                v.append(f"p:16,{bn},{gpi},{sp},{w},1,1,{st}")
         out += [dict(M=1, N=N, K=K, variant=x) for x in v]
-    for M, N, K in ((4, 8192, 8192), (16, 28672, 8192), (4, 4096, 4096)):
-        for x in ("tinygemm", "wg", "p:1,64,1,2,2,1,0,3"):
-            out.append(dict(M=M, N=N, K=K, variant=x))
+    for M, N, K in ((4, 8192, 8192), (16, 28672, 8192), (4, 4096, 4096), (16, 8192, 8192),
+                    (4, 28672, 8192)):  # fmt: skip
+        v = ["tinygemm", "wg", "p:1,64,1,2,2,1,0,3"]
+        for bn, gpi, w, st in DOT_PIPE_CONFIGS[:2]:
+            for sp in pipe_splits(N // bn, sm, K // 128, gpi, lo=1.5, hi=12, most=1):
+                v.append(f"p:16,{bn},{gpi},{sp},{w},1,1,{st}")
+        out += [dict(M=M, N=N, K=K, variant=x) for x in v]
     return out
 
 

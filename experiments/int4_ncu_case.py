@@ -1,5 +1,6 @@
 """One INT4 GEMV call per plan on 1x28672x8192 (BF16), for Nsight Compute: which stalls and
-which throughput limit each kernel (the default FMA GEMV, a pipelined one, tinygemm).
+which throughput limit each kernel (the default FMA GEMV, two pipelined FMA GEMVs, a
+pipelined tensor-core GEMV, tinygemm).
 
     ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         python3 experiments/int4_ncu_case.py
@@ -22,6 +23,8 @@ def main():
     x = torch.randn(1, K, generator=g, device="cuda").bfloat16()
     plans = [None, i4.Int4Plan(block_m=1, block_n=64, split_k=2, num_warps=2, pipeline=3),
              i4.Int4Plan(block_m=1, block_n=16, groups_per_iter=8, split_k=1, num_warps=2,
+                         pipeline=3),
+             i4.Int4Plan(block_m=16, block_n=64, groups_per_iter=4, split_k=2, num_warps=4,
                          pipeline=3)]  # fmt: skip
     for p in plans:  # compile outside the profiled launches (ncu filters on the kernel name)
         i4.int4_linear_packed(x, packed, scales, 128, p)

@@ -419,45 +419,6 @@ def test_int4_one_row_broadcast_on_tensor_core_paths(plan, dtype, poison, monkey
     assert_close(int4_linear(xs, qw, plan=plan), int4_linear_ref(xs, w_exact))
 
 
-PIPELINED = [
-    Int4Plan(block_m=1, block_n=16, groups_per_iter=1, split_k=1, num_warps=1, pipeline=3),
-    Int4Plan(block_m=1, block_n=32, groups_per_iter=2, split_k=2, num_warps=2, pipeline=2),
-    Int4Plan(block_m=1, block_n=16, groups_per_iter=4, split_k=3, num_warps=2, pipeline=4),
-]
-
-
-@kernels
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("group", [64, 96])  # 96: 12 words per group, padded to 16 lanes
-@pytest.mark.parametrize(
-    "plan", PIPELINED, ids=lambda p: f"s{p.split_k}-g{p.groups_per_iter}-st{p.pipeline}"
-)
-def test_int4_pipelined_fma_gemv(plan, group, dtype, poison):
-    # The FMA GEMV with Triton's pipelined loop (int4_gemv.py): odd N (a wrapped last tile),
-    # 5 groups (not a multiple of the 2- and 4-group steps; split 3 leaves a split empty),
-    # M = 1 and M = 3 (one program per row), contiguous and strided x.
-    N, K = 21, 5 * group
-    for M in (1, 3):
-        x, qw, w_exact = _case(M, N, K, group, dtype, seed=M + group)
-        y = int4_linear(x, qw, plan=plan)
-        assert_close(y, int4_linear_ref(x, w_exact), msg=f"M={M} {plan}")
-        # the same steps in the same order as the register double-buffered loop: the same bits
-        base = dataclasses.replace(plan, pipeline=0)
-        if interpreter_enabled():
-            assert torch.equal(y, int4_linear(x, qw, plan=base)), f"M={M} {plan}"
-    xs = _case(2, N, 2 * K, group, dtype, seed=3)[0][:1, ::2]  # stride_xk = 2
-    assert_close(int4_linear(xs, qw, plan=plan), int4_linear_ref(xs, w_exact), msg=f"{plan}")
-
-
-def test_int4_pipeline_plan_validation():
-    with pytest.raises(ValueError, match="pipeline must be 0"):
-        Int4Plan(block_m=1, block_n=16, pipeline=1)
-    with pytest.raises(ValueError, match="pipeline must be 0"):
-        Int4Plan(block_m=1, block_n=16, pipeline=9)
-    with pytest.raises(ValueError, match="needs block_m == 1"):
-        Int4Plan(block_m=16, block_n=16, pipeline=3)
-
-
 @kernels
 @pytest.mark.parametrize(
     "plan",

@@ -51,7 +51,7 @@ from .._checks import HALF_DTYPES, check_same_device, check_tensor
 from .._device import device_info, interpreter_enabled
 from ..quant import Int4Weight, check_group_size
 from ._launch import empty, launch
-from .int4_gemv import _int4_gemv_pipe_kernel
+from .int4_gemv import _int4_gemv_dot_kernel, _int4_gemv_pipe_kernel
 from .int4_kernels import (  # noqa: F401  (the decode strings: tests and experiments read them)
     _DECODE_BF16,
     _DECODE_F16,
@@ -147,12 +147,14 @@ class Int4Plan:
     block_m: 1 = FMA GEMV, one x row per program; >= 16 (power of two) = tensor-core tiles of
         ``block_m`` x rows (16 is the GEMV path, more is the tiled large-batch path).
     block_n: output features per program (power of two >= 16).
-    groups_per_iter: K step of the FMA path in groups (power of two); the tensor-core paths step
-        one group at a time (ignored there).
+    groups_per_iter: K step in groups (power of two) of the FMA path and of the pipelined
+        tensor-core GEMV; the other tensor-core loops step one group at a time (ignored there).
     split_k: programs along K per output tile; > 1 adds FP32 partials and a fixed-order reduction.
-    pipeline: FMA GEMV only: 0 = the register double-buffered loop (``int4_kernels``); S >= 2 =
-        the loop of ``int4_gemv`` pipelined by Triton in S stages (loads of the next S - 1 steps
-        in flight as asynchronous copies into shared memory while the current one computes).
+    pipeline: 0 = the loops of ``int4_kernels`` (the FMA GEMV register double-buffered, the
+        tensor-core paths one group per step). S >= 2 (GEMV plans only, block_m 1 or 16): the
+        loops of ``int4_gemv``, pipelined by Triton in S stages (the loads of the next S - 1 steps
+        in flight as asynchronous copies into shared memory while the current one computes);
+        with block_m 16 that loop steps ``groups_per_iter`` groups at a time.
     """
 
     block_m: int
@@ -181,10 +183,10 @@ class Int4Plan:
             raise ValueError(
                 f"pipeline must be 0 (off) or a stage count in [2, 8], got {self.pipeline}"
             )
-        if self.pipeline and self.block_m != 1:
+        if self.pipeline and self.block_m not in (1, 16):
             raise ValueError(
-                f"pipeline={self.pipeline} is the FMA GEMV's pipelined loop and needs block_m == 1, "
-                f"got block_m={self.block_m}; the tensor-core paths pipeline by num_stages"
+                f"pipeline={self.pipeline} is a GEMV loop (block_m 1 or 16), got block_m="
+                f"{self.block_m}; the tiled path pipelines by num_stages"
             )
 
     @property
@@ -399,7 +401,18 @@ def int4_linear_packed(
                 "packed must start at a 4-byte aligned offset for the FMA GEMV path; pass "
                 "packed.clone() or a plan with block_m >= 16"
             ) from None
-    if plan.pipeline:
+    if plan.pipeline and plan.block_m == 16:
+        launch(_int4_gemv_dot_kernel, grid,
+            x2, w, scales, y, part, M, N, K,
+            x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),
+            GROUP=group_size, HALF_PAD=_half_pad(group_size), BLOCK_M=16, BLOCK_N=plan.block_n,
+            GPI=plan.groups_per_iter, SPLIT_K=plan.split_k, STAGES=plan.pipeline,
+            EVEN=(K // group_size) % plan.groups_per_iter == 0, ONE_ROW=M == 1,
+            X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast,
+            ASM=USE_ASM_DECODE and not interpreter_enabled(),
+            num_warps=plan.num_warps, num_stages=plan.pipeline,
+        )  # fmt: skip
+    elif plan.pipeline:
         launch(_int4_gemv_pipe_kernel, grid,
             x2, w, scales, y, part, M, N, K, _MAGIC_F32,
             x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),

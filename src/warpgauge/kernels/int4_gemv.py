@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .int4_kernels import _fma_step
+from .int4_kernels import _dequant_halves, _fma_step
 
 
 @triton.jit(do_not_specialize=["M", "magic"])
@@ -44,8 +44,14 @@ def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
     pos = ei - 3 * (ei >= 5).to(tl.int32)
     xscale = ((127 - 4 * pos) << 23).to(tl.float32, bitcast=True)  # 2**(-4p), built exactly
     acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    # The scales are 2-byte loads per row, too narrow for cp.async, so the pipeliner leaves them
+    # synchronous: they are prefetched by hand, one step ahead, in registers.
+    g_lim = tl.minimum(it_end * GPI, n_groups)  # this split's groups end here
+    sc_nx = tl.load(s_base + it_start * GPI, mask=(it_start * GPI + gi < g_lim)[None, :], other=0.0)
     for it in tl.range(it_start, it_end, num_stages=STAGES):
         g0 = it * GPI
+        sc = sc_nx
+        sc_nx = tl.load(s_base + g0 + GPI, mask=(g0 + GPI + gi < g_lim)[None, :], other=0.0)
         gmask = (g0 + gi) < n_groups
         if WPAD == WORDS:
             wmask = gmask[None, :, None]
@@ -55,7 +61,6 @@ def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
             xmask = gmask[:, None, None] & (wi < WORDS)[None, :, None]
         b = tl.load(w_base + g0 * WORDS, mask=wmask, other=0)
         xv = tl.load(x_base + (g0 * GROUP).to(tl.int64) * stride_xk, mask=xmask, other=0.0)
-        sc = tl.load(s_base + g0, mask=gmask[None, :], other=0.0)
         acc += _fma_step(b, xv, sc, xscale, magic, GPI, WPAD)
     n_mask = offs_n < N
     if SPLIT_K == 1:
@@ -64,3 +69,96 @@ def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
     else:
         p_ptrs = part_ptr + (pid_k * M + pid_m).to(tl.int64) * N + offs_n
         tl.store(p_ptrs, acc, mask=n_mask)
+
+
+@triton.jit(do_not_specialize=["M"])
+def _int4_gemv_dot_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K,
+                          stride_xm, stride_xk, stride_wn, stride_sn, stride_ym, stride_yn,
+                          GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+                          BLOCK_N: tl.constexpr, GPI: tl.constexpr, SPLIT_K: tl.constexpr,
+                          STAGES: tl.constexpr, EVEN: tl.constexpr, ONE_ROW: tl.constexpr,
+                          X_BF16: tl.constexpr, UPCAST: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+    # The tensor-core GEMV (Int4Plan(block_m=16, pipeline=S)) with GPI groups per loop step:
+    # each row's GPI * GROUP / 2 weight bytes of a step are contiguous, so the DRAM sees runs of
+    # GPI * 64 B per row instead of 64 B (read_probe.json: 16 rows x 512 B read at 4.0 TB/s,
+    # 128 rows x 64 B at 2.7). Per group: the PTX (or Triton-op) decode into the even-k and odd-k
+    # halves, two dots against x[even k] / x[odd k] (the weight is the dot's B side), and
+    # acc += part * scale. The loop is pipelined by Triton in STAGES stages (cp.async).
+    # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K, write y M*N (+ SPLIT_K
+    # FP32 partials). ONE_ROW (M == 1): x is loaded once per group and broadcast to the 16 rows.
+    HALF: tl.constexpr = GROUP // 2
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    pid_m = pid % num_pid_m
+    pid_n = pid // num_pid_m
+    n_groups = K // GROUP
+    n_iters = tl.cdiv(n_groups, GPI)
+    per_split = tl.cdiv(n_iters, SPLIT_K)
+    it_start = pid_k * per_split
+    it_end = tl.minimum(it_start + per_split, n_iters)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = (offs_n % N).to(tl.int64)
+    jj = tl.arange(0, HALF_PAD)
+    cc = tl.arange(0, 2 * HALF_PAD)
+    w_base = w_ptr + rows[:, None] * stride_wn + jj[None, :]
+    s_base = s_ptr + rows * stride_sn
+    if ONE_ROW:
+        x_base = x_ptr + (cc.to(tl.int64) * stride_xk)[None, :]
+    else:
+        x_base = (
+            x_ptr
+            + (offs_m % M).to(tl.int64)[:, None] * stride_xm
+            + (cc.to(tl.int64) * stride_xk)[None, :]
+        )
+    lanes_w = (jj < HALF)[None, :]
+    lanes_x = (cc < GROUP)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # The scales of a step ([BLOCK_N, GPI], 2 * GPI contiguous bytes per row) are prefetched by
+    # hand one step ahead in registers (2-byte loads are too narrow for the pipeliner's cp.async).
+    gi = tl.arange(0, GPI)
+    s_step = s_base[:, None] + gi[None, :]
+    g_lim = tl.minimum(it_end * GPI, n_groups)  # this split's groups end here
+    sc_nx = tl.load(s_step + it_start * GPI, mask=(it_start * GPI + gi < g_lim)[None, :], other=0.0)
+    for it in tl.range(it_start, it_end, num_stages=STAGES):
+        sc_all = sc_nx.to(tl.float32)
+        sc_nx = tl.load(s_step + (it + 1) * GPI, mask=((it + 1) * GPI + gi < g_lim)[None, :],
+                        other=0.0)  # fmt: skip
+        for g in tl.static_range(GPI):
+            grp = it * GPI + g
+            if EVEN and HALF_PAD == HALF:
+                b = tl.load(w_base + grp * HALF)
+                xt = tl.load(x_base + (grp * GROUP).to(tl.int64) * stride_xk)
+            else:
+                b = tl.load(w_base + grp * HALF, mask=lanes_w & (jj * 0 + grp < n_groups)[None, :],
+                            other=0)  # fmt: skip
+                xt = tl.load(x_base + (grp * GROUP).to(tl.int64) * stride_xk,
+                             mask=lanes_x & (cc * 0 + grp < n_groups)[None, :], other=0.0)  # fmt: skip
+            if ONE_ROW:
+                xt = tl.broadcast_to(xt, (BLOCK_M, 2 * HALF_PAD))
+            xe, xo = tl.split(tl.reshape(xt, (BLOCK_M, HALF_PAD, 2)))
+            if UPCAST:
+                xe = xe.to(tl.float32)
+                xo = xo.to(tl.float32)
+            lo, hi = _dequant_halves(b, X_BF16, UPCAST, ASM, False)
+            part = tl.dot(xe, tl.trans(lo))
+            part = tl.dot(xo, tl.trans(hi), part)
+            if GPI == 1:
+                sc = tl.reshape(sc_all, (BLOCK_N,))
+            else:  # column g of the step's scales
+                sc = tl.sum(tl.where(gi[None, :] == g, sc_all, 0.0), axis=1)
+            acc += part * sc[None, :]
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    if SPLIT_K == 1:
+        y_ptrs = (
+            y_ptr
+            + offs_m.to(tl.int64)[:, None] * stride_ym
+            + offs_n.to(tl.int64)[None, :] * stride_yn
+        )
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        p_ptrs = (
+            part_ptr + (pid_k * M + offs_m).to(tl.int64)[:, None] * N + offs_n.to(tl.int64)[None, :]
+        )
+        tl.store(p_ptrs, acc, mask=mask)
