@@ -114,8 +114,10 @@ PIPE_CONFIGS = ((64, 1, 2, 3), (64, 1, 2, 4), (64, 2, 2, 3), (32, 4, 2, 3), (16,
 
 
 # The pipelined tensor-core GEMV (block_m 16): rows, groups per step, warps, stages.
-DOT_PIPE_CONFIGS = ((64, 4, 4, 3), (128, 2, 4, 3), (32, 8, 2, 3), (128, 4, 4, 3), (256, 1, 4, 3),
-                    (64, 2, 2, 3))  # fmt: skip
+# Flags 1: the PTX decode; 17: the PTX decode without its subtract (FOLD_OFFSET).
+DOT_PIPE_CONFIGS = ((128, 2, 4, 3, 1), (64, 4, 4, 3, 1), (128, 2, 4, 3, 17), (32, 8, 2, 3, 1),
+                    (128, 4, 4, 3, 1), (256, 1, 4, 3, 1), (64, 2, 2, 3, 1),
+                    (64, 4, 4, 3, 17))  # fmt: skip
 
 
 def pipe_splits(tiles, sm, n_groups, gpi, lo=2.5, hi=20, most=3):
@@ -126,9 +128,10 @@ def pipe_splits(tiles, sm, n_groups, gpi, lo=2.5, hi=20, most=3):
 
 
 def pipe_cases(sm=132):
-    """int4-pipe round 1: the pipelined FMA GEMV (``p:1,bn,gpi,split,warps,1,0,stages``) against
-    the default plan and tinygemm at batch 1, the large weights first; then a correctness check
-    (and a time) of the default and one pipelined plan at batch 4 and 16."""
+    """int4-pipe round 1: the pipelined FMA GEMV (``p:1,bn,gpi,split,warps,1,0,stages``) and the
+    pipelined tensor-core GEMV (``p:16,bn,gpi,split,warps,1,flags,stages``) against the default
+    plan and tinygemm at batch 1, the large weights first; then batch 4 and 16 (the default, one
+    pipelined FMA plan, three tensor-core ones)."""
     out = []
     for N, K in ((28672, 8192), (128256, 4096), (4096, 4096), (14336, 4096), (4096, 14336),
                  (8192, 8192)):  # fmt: skip
@@ -136,16 +139,16 @@ def pipe_cases(sm=132):
         for bn, gpi, w, st in PIPE_CONFIGS:
             for sp in pipe_splits(N // bn, sm, K // 128, gpi, most=2):
                 v.append(f"p:1,{bn},{gpi},{sp},{w},1,0,{st}")
-        for bn, gpi, w, st in DOT_PIPE_CONFIGS:  # flags 1: the PTX decode
+        for bn, gpi, w, st, fl in DOT_PIPE_CONFIGS:
             for sp in pipe_splits(N // bn, sm, K // 128, gpi, lo=1.5, hi=12, most=2):
-                v.append(f"p:16,{bn},{gpi},{sp},{w},1,1,{st}")
+                v.append(f"p:16,{bn},{gpi},{sp},{w},1,{fl},{st}")
         out += [dict(M=1, N=N, K=K, variant=x) for x in v]
     for M, N, K in ((4, 8192, 8192), (16, 28672, 8192), (4, 4096, 4096), (16, 8192, 8192),
                     (4, 28672, 8192)):  # fmt: skip
         v = ["tinygemm", "wg", "p:1,64,1,2,2,1,0,3"]
-        for bn, gpi, w, st in DOT_PIPE_CONFIGS[:2]:
+        for bn, gpi, w, st, fl in DOT_PIPE_CONFIGS[:3]:
             for sp in pipe_splits(N // bn, sm, K // 128, gpi, lo=1.5, hi=12, most=1):
-                v.append(f"p:16,{bn},{gpi},{sp},{w},1,1,{st}")
+                v.append(f"p:16,{bn},{gpi},{sp},{w},1,{fl},{st}")
         out += [dict(M=M, N=N, K=K, variant=x) for x in v]
     return out
 

@@ -86,10 +86,13 @@ DOT_PIPELINED = [
 @pytest.mark.parametrize(
     "plan", DOT_PIPELINED, ids=lambda p: f"s{p.split_k}-g{p.groups_per_iter}-st{p.pipeline}"
 )
-def test_int4_pipelined_dot_gemv(plan, dtype, poison):
+@pytest.mark.parametrize("fold", [False, True], ids=["sub", "fold"])
+def test_int4_pipelined_dot_gemv(plan, fold, dtype, poison, monkeypatch):
     # The tensor-core GEMV with several groups per pipelined step (int4_gemv.py): odd N, 5 groups
     # (2 and 4 do not divide it; split 3 leaves a split empty), M = 1 (x broadcast), 3, 17 (two
-    # 16-row tiles), group 64 and 96 (48 bytes per half, padded lanes), strided x.
+    # 16-row tiles), group 64 and 96 (48 bytes per half, padded lanes), strided x; FOLD_OFFSET:
+    # the decode without its subtract, each group corrected by offset * sum(x).
+    monkeypatch.setattr(int4_mod, "FOLD_OFFSET", fold)
     for M, group in ((1, 64), (3, 96), (17, 64), (1, 96)):
         x, qw, w_exact = _case(M, 21, 5 * group, group, dtype, seed=M + group)
         y = int4_linear(x, qw, plan=plan)

@@ -409,7 +409,7 @@ def int4_linear_packed(
             GPI=plan.groups_per_iter, SPLIT_K=plan.split_k, STAGES=plan.pipeline,
             EVEN=(K // group_size) % plan.groups_per_iter == 0, ONE_ROW=M == 1,
             X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast,
-            ASM=USE_ASM_DECODE and not interpreter_enabled(),
+            ASM=USE_ASM_DECODE and not interpreter_enabled(), FOLD=FOLD_OFFSET,
             num_warps=plan.num_warps, num_stages=plan.pipeline,
         )  # fmt: skip
     elif plan.pipeline:

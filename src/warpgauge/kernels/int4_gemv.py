@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .int4_kernels import _dequant_halves, _fma_step
+from .int4_kernels import _dequant_halves, _fma_step, _fold_offset
 
 
 @triton.jit(do_not_specialize=["M", "magic"])
@@ -77,7 +77,8 @@ def _int4_gemv_dot_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K,
                           GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                           BLOCK_N: tl.constexpr, GPI: tl.constexpr, SPLIT_K: tl.constexpr,
                           STAGES: tl.constexpr, EVEN: tl.constexpr, ONE_ROW: tl.constexpr,
-                          X_BF16: tl.constexpr, UPCAST: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+                          X_BF16: tl.constexpr, UPCAST: tl.constexpr, ASM: tl.constexpr,
+                          FOLD: tl.constexpr = False):  # fmt: skip
     # The tensor-core GEMV (Int4Plan(block_m=16, pipeline=S)) with GPI groups per loop step:
     # each row's GPI * GROUP / 2 weight bytes of a step are contiguous, so the DRAM sees runs of
     # GPI * 64 B per row instead of 64 B (read_probe.json: 16 rows x 512 B read at 4.0 TB/s,
@@ -86,6 +87,8 @@ def _int4_gemv_dot_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K,
     # acc += part * scale. The loop is pipelined by Triton in STAGES stages (cp.async).
     # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K, write y M*N (+ SPLIT_K
     # FP32 partials). ONE_ROW (M == 1): x is loaded once per group and broadcast to the 16 rows.
+    # FOLD: the decode skips its subtract (values q + offset, exact) and each group's product is
+    # corrected by offset * sum(x) (``int4_kernels._DECODE_FOLD``).
     HALF: tl.constexpr = GROUP // 2
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -135,15 +138,19 @@ def _int4_gemv_dot_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K,
                             other=0)  # fmt: skip
                 xt = tl.load(x_base + (grp * GROUP).to(tl.int64) * stride_xk,
                              mask=lanes_x & (cc * 0 + grp < n_groups)[None, :], other=0.0)  # fmt: skip
+            if FOLD:
+                xs = tl.sum(xt.to(tl.float32), axis=1)  # [BLOCK_M] (or [1]: one row)
             if ONE_ROW:
                 xt = tl.broadcast_to(xt, (BLOCK_M, 2 * HALF_PAD))
             xe, xo = tl.split(tl.reshape(xt, (BLOCK_M, HALF_PAD, 2)))
             if UPCAST:
                 xe = xe.to(tl.float32)
                 xo = xo.to(tl.float32)
-            lo, hi = _dequant_halves(b, X_BF16, UPCAST, ASM, False)
+            lo, hi = _dequant_halves(b, X_BF16, UPCAST, ASM, FOLD)
             part = tl.dot(xe, tl.trans(lo))
             part = tl.dot(xo, tl.trans(hi), part)
+            if FOLD:
+                part -= _fold_offset(X_BF16) * xs[:, None]
             if GPI == 1:
                 sc = tl.reshape(sc_all, (BLOCK_N,))
             else:  # column g of the step's scales
