@@ -102,6 +102,16 @@ MAX_SPLIT_K = 16
 # 128 / 256 / 512 -> 50.3 / 30.6 / 21.1; 1x4096x4096, 4 splits of 8 groups 8.9 us, 2 of 16 13.3),
 # so they split up to 6 programs per SM.
 GEMV_PROGRAMS_PER_SM = 6
+# M == 1 now runs the pipelined FMA GEMV (int4_gemv.py): 32 rows x 4 groups (256 B of each row)
+# per step, 2 warps, 3 stages, split K to the smallest power of two that gives >= 3 programs per
+# SM (each split >= 2 steps). On the H200 (results/int4-pipe-h200/pipe.json, us, the old default
+# in brackets): 1x28672x8192 52.1 (58.0), 1x128256x4096 96.7 (116.5), 1x4096x4096 8.4 (9.8),
+# 1x14336x4096 17.5 (19.0), 1x4096x14336 17.5 (19.8). The same loop with 64 rows x 1 group per
+# step ran as the old kernel (60.6 / 123.2 us): the longer per-row runs are what made it faster.
+FMA_PIPELINE = 3  # 0: the old register double-buffered loop
+FMA_PIPE_BLOCK_N = 32
+FMA_PIPE_K_PER_ITER = 512  # 4 groups of 128: 256 B of each row per step
+FMA_PIPE_PROGRAMS_PER_SM = 3
 # The tensor-core GEMV (2 <= M <= 16): 256 rows x 4 warps per program, split K to the smallest
 # power of two that gives >= 1.5 programs per SM, down to 2 groups per split. On the H200
 # (results/int4-gemv-h200/r1.json, batch 4, us at 112-128 / 224-256 / 448-512 programs):
@@ -202,15 +212,17 @@ class Int4Plan:
     def for_shape(cls, M: int, N: int, K: int, sm_count: int, group_size: int = 128) -> Int4Plan:
         """The rule:
 
-        1. M == 1 (and group_size % 8 == 0): FMA GEMV, ``block_n = 64`` with 2 warps,
-           ``FMA_K_PER_ITER`` (128) values of K per step.
+        1. M == 1 (and group_size % 8 == 0): the pipelined FMA GEMV (``FMA_PIPELINE`` = 3
+           stages), ``block_n = 32`` with 2 warps, ``FMA_PIPE_K_PER_ITER`` (512) values of K
+           per step (with ``FMA_PIPELINE = 0``: the old loop, 64 rows, 128 values per step).
            2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 256`` (4 warps).
            M > 16: tiled, ``block_m = min(128, next_pow2(M))``, ``block_n = 128``.
            ``block_n`` never exceeds ``next_pow2(N)`` (>= 16).
         2. Split K (doubling, at most ``MAX_SPLIT_K``) while the output tiles alone give fewer than
            ``PROGRAMS_PER_SM * sm_count`` programs (tiled; ``FEW_TILES_PROGRAMS_PER_SM`` when there
            are fewer than ``FEW_TILES_PER_SM * sm_count`` tiles) and every split keeps at least
-           ``MIN_GROUPS_PER_SPLIT`` groups (FMA GEMV: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
+           ``MIN_GROUPS_PER_SPLIT`` groups (pipelined FMA GEMV: ``FMA_PIPE_PROGRAMS_PER_SM``,
+           at least 2 steps per split; the old FMA GEMV: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
            GEMV: ``GEMV_DOT_PROGRAMS_PER_SM``, ``GEMV_DOT_MIN_GROUPS_PER_SPLIT``, at most
            ``GEMV_DOT_MAX_SPLIT_K``).
         """
@@ -220,15 +232,17 @@ class Int4Plan:
         n_groups = max(K // group_size, 1)
         n_cap = max(16, triton.next_power_of_2(N))
         if M <= FMA_MAX_M and group_size % 8 == 0:
-            gpi = min(
-                _pow2_floor(max(1, FMA_K_PER_ITER // group_size)), triton.next_power_of_2(n_groups)
-            )
+            k_step, bn = (FMA_PIPE_K_PER_ITER, FMA_PIPE_BLOCK_N) if FMA_PIPELINE else (
+                FMA_K_PER_ITER, FMA_BLOCK_N
+            )  # fmt: skip
+            gpi = min(_pow2_floor(max(1, k_step // group_size)), triton.next_power_of_2(n_groups))
             plan = dict(
                 block_m=1,
-                block_n=min(FMA_BLOCK_N, n_cap),
+                block_n=min(bn, n_cap),
                 groups_per_iter=gpi,
                 num_warps=FMA_NUM_WARPS,
                 num_stages=1,
+                pipeline=FMA_PIPELINE,
             )
         elif M <= GEMV_MAX_M:
             plan = dict(block_m=16, block_n=min(GEMV_DOT_BLOCK_N, n_cap), num_stages=3)
@@ -243,6 +257,8 @@ class Int4Plan:
             per_sm, min_groups, max_split = (
                 GEMV_DOT_PROGRAMS_PER_SM, GEMV_DOT_MIN_GROUPS_PER_SPLIT, GEMV_DOT_MAX_SPLIT_K
             )  # fmt: skip
+        elif plan["block_m"] == 1 and FMA_PIPELINE:  # >= 2 steps per split
+            per_sm, min_groups, max_split = FMA_PIPE_PROGRAMS_PER_SM, 2 * gpi, MAX_SPLIT_K
         elif plan["block_m"] == 1:
             per_sm, min_groups, max_split = GEMV_PROGRAMS_PER_SM, MIN_GROUPS_PER_SPLIT, MAX_SPLIT_K
         else:
