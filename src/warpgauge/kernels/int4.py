@@ -13,7 +13,8 @@ Paths (chosen by :class:`Int4Plan`; tests can force any of them with ``plan=``)
   the current one. Nibbles are decoded in place with the float exponent trick (see ``_nib``: one
   LOP3 and one FADD per value, no shifts and no int->float conversion, which runs at 1/8 rate on
   Hopper), multiplied with x by FFMA, summed per group, and each group's sum is multiplied by its
-  scale. ~4.5 SASS instructions per weight value on sm_90 (compiled and counted, not yet timed).
+  scale. ~4.1 SASS instructions per weight value on sm_90. The batch-1 default runs the same step
+  in the pipelined loop of ``int4_gemv.py`` (``Int4Plan.pipeline``; 32 rows x 4 groups per step).
 - **GEMV, tensor cores** (``block_m == 16``; the plan uses it for 2 <= M <= 16) and **tiled**
   (``block_m`` 32..128 for M > 16): one program owns a ``BLOCK_N x BLOCK_M`` tile of ``y^T``. Per
   group it unpacks the ``BLOCK_N x group`` weight tile to exact 16-bit integers (exponent trick in
@@ -51,7 +52,7 @@ from .._checks import HALF_DTYPES, check_same_device, check_tensor
 from .._device import device_info, interpreter_enabled
 from ..quant import Int4Weight, check_group_size
 from ._launch import empty, launch
-from .int4_gemv import _int4_gemv_dot_kernel, _int4_gemv_pipe_kernel
+from .int4_gemv import launch_pipelined
 from .int4_kernels import (  # noqa: F401  (the decode strings: tests and experiments read them)
     _DECODE_BF16,
     _DECODE_F16,
@@ -417,25 +418,9 @@ def int4_linear_packed(
                 "packed must start at a 4-byte aligned offset for the FMA GEMV path; pass "
                 "packed.clone() or a plan with block_m >= 16"
             ) from None
-    if plan.pipeline and plan.block_m == 16:
-        launch(_int4_gemv_dot_kernel, grid,
-            x2, w, scales, y, part, M, N, K,
-            x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),
-            GROUP=group_size, HALF_PAD=_half_pad(group_size), BLOCK_M=16, BLOCK_N=plan.block_n,
-            GPI=plan.groups_per_iter, SPLIT_K=plan.split_k, STAGES=plan.pipeline,
-            EVEN=(K // group_size) % plan.groups_per_iter == 0, ONE_ROW=M == 1,
-            X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast,
-            ASM=USE_ASM_DECODE and not interpreter_enabled(), FOLD=FOLD_OFFSET,
-            num_warps=plan.num_warps, num_stages=plan.pipeline,
-        )  # fmt: skip
-    elif plan.pipeline:
-        launch(_int4_gemv_pipe_kernel, grid,
-            x2, w, scales, y, part, M, N, K, _MAGIC_F32,
-            x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),
-            GROUP=group_size, WPAD=triton.next_power_of_2(max(group_size // 8, 1)),
-            BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
-            STAGES=plan.pipeline, num_warps=plan.num_warps, num_stages=plan.pipeline,
-        )  # fmt: skip
+    if plan.pipeline:
+        asm = USE_ASM_DECODE and not interpreter_enabled()
+        launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm, FOLD_OFFSET)
     else:
         _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, x.dtype, upcast)
     if plan.split_k > 1:

@@ -1,16 +1,23 @@
-"""The pipelined FMA GEMV for batch 1 (``Int4Plan(block_m=1, pipeline=S)``, S >= 2): the same
-per-step decode as ``int4_kernels._fma_step``, but the K loop is ``tl.range(..., num_stages=S)``,
-so Triton's software pipeliner issues the weight / scale / x loads of the next ``S - 1`` steps as
-asynchronous copies into shared memory (``cp.async``) while the current step decodes and multiplies.
+"""The pipelined GEMV loops (``Int4Plan.pipeline = S >= 2``) and their launcher.
+
+The FMA GEMV for batch 1 (``Int4Plan(block_m=1, pipeline=S)``): the same per-step decode as
+``int4_kernels._fma_step``, but the K loop is ``tl.range(..., num_stages=S)``, so Triton's
+software pipeliner issues the weight and x loads of the next ``S - 1`` steps as asynchronous
+copies into shared memory (``cp.async``) while the current step decodes and multiplies (the
+2-byte scale loads, too narrow for ``cp.async``, are prefetched by hand one step ahead).
 Loads stay in flight while the program computes, without the registers that a manual prefetch
-of several steps would hold."""
+of several steps would hold. The tensor-core GEMV (``Int4Plan(block_m=16, pipeline=S)``) steps
+``groups_per_iter`` groups at a time in the same kind of loop. Measured on the H200:
+``docs/gemm-int4.md``, "Batch 1, pipelined loops"."""
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
-from .int4_kernels import _dequant_halves, _fma_step, _fold_offset
+from ._launch import launch
+from .int4_kernels import _MAGIC_F32, _dequant_halves, _fma_step, _fold_offset
 
 
 @triton.jit(do_not_specialize=["M", "magic"])
@@ -169,3 +176,24 @@ def _int4_gemv_dot_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K,
             part_ptr + (pid_k * M + offs_m).to(tl.int64)[:, None] * N + offs_n.to(tl.int64)[None, :]
         )
         tl.store(p_ptrs, acc, mask=mask)
+
+
+def launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm, fold):
+    """Launch the pipelined GEMV of ``plan`` (``plan.pipeline >= 2``; ``int4.int4_linear_packed``
+    has checked the operands, sliced x into rows and viewed the weight as int32 words for
+    ``block_m == 1``). ``asm`` / ``fold``: the tensor-core GEMV's PTX decode and offset fold."""
+    M, K = x2.shape
+    N = y.shape[1]
+    strides = (x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1))
+    common = dict(GROUP=group_size, BLOCK_N=plan.block_n, GPI=plan.groups_per_iter,
+                  SPLIT_K=plan.split_k, STAGES=plan.pipeline, num_warps=plan.num_warps,
+                  num_stages=plan.pipeline)  # fmt: skip
+    if plan.block_m == 16:
+        launch(_int4_gemv_dot_kernel, grid, x2, w, scales, y, part, M, N, K, *strides,
+               HALF_PAD=max(8, triton.next_power_of_2(group_size // 2)), BLOCK_M=16,
+               EVEN=(K // group_size) % plan.groups_per_iter == 0, ONE_ROW=M == 1,
+               X_BF16=x2.dtype == torch.bfloat16, UPCAST=upcast, ASM=asm, FOLD=fold,
+               **common)  # fmt: skip
+    else:
+        launch(_int4_gemv_pipe_kernel, grid, x2, w, scales, y, part, M, N, K, _MAGIC_F32,
+               *strides, WPAD=triton.next_power_of_2(max(group_size // 8, 1)), **common)  # fmt: skip
