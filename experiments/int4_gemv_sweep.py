@@ -109,10 +109,58 @@ def r2_cases():
     return out
 
 
+PIPE_CONFIGS = ((64, 1, 2, 3), (64, 1, 2, 4), (64, 2, 2, 3), (32, 4, 2, 3), (16, 8, 2, 3),
+                (128, 1, 4, 3), (32, 2, 2, 4), (64, 4, 4, 3))  # fmt: skip
+# (results/int4-pipe-h200 also tried (8, 16, 2, 3): block_n < 16 is not a plan, so it failed)
+
+
+# The pipelined tensor-core GEMV (block_m 16): rows, groups per step, warps, stages.
+# Flags 1: the PTX decode; 17: the PTX decode without its subtract (FOLD_OFFSET).
+DOT_PIPE_CONFIGS = ((128, 2, 4, 3, 1), (64, 4, 4, 3, 1), (128, 2, 4, 3, 17), (32, 8, 2, 3, 1),
+                    (128, 4, 4, 3, 1), (256, 1, 4, 3, 1), (64, 2, 2, 3, 1),
+                    (64, 4, 4, 3, 17))  # fmt: skip
+
+
+def pipe_splits(tiles, sm, n_groups, gpi, lo=2.5, hi=20, most=3):
+    """split_k values for lo-hi programs per SM (at least 2 steps per split), smallest first."""
+    ok = [sp for sp in (1, 2, 4, 8, 16) if lo * sm <= tiles * sp <= hi * sm
+          and n_groups // (gpi * sp) >= 2]  # fmt: skip
+    return ok[:most] or [1]
+
+
+def pipe_cases(sm=132):
+    """int4-pipe round 1: the pipelined FMA GEMV (``p:1,bn,gpi,split,warps,1,0,stages``) and the
+    pipelined tensor-core GEMV (``p:16,bn,gpi,split,warps,1,flags,stages``) against the default
+    plan and tinygemm at batch 1, the large weights first; then batch 4 and 16 (the default, one
+    pipelined FMA plan, three tensor-core ones)."""
+    out = []
+    for N, K in ((28672, 8192), (128256, 4096), (4096, 4096), (14336, 4096), (4096, 14336),
+                 (8192, 8192)):  # fmt: skip
+        v = ["tinygemm", "wg"]
+        for bn, gpi, w, st in PIPE_CONFIGS:
+            for sp in pipe_splits(N // bn, sm, K // 128, gpi, most=2):
+                v.append(f"p:1,{bn},{gpi},{sp},{w},1,0,{st}")
+        for bn, gpi, w, st, fl in DOT_PIPE_CONFIGS:
+            for sp in pipe_splits(N // bn, sm, K // 128, gpi, lo=1.5, hi=12, most=2):
+                v.append(f"p:16,{bn},{gpi},{sp},{w},1,{fl},{st}")
+        out += [dict(M=1, N=N, K=K, variant=x) for x in v]
+    for M, N, K in ((4, 8192, 8192), (16, 28672, 8192), (4, 4096, 4096), (16, 8192, 8192),
+                    (4, 28672, 8192)):  # fmt: skip
+        v = ["tinygemm", "wg", "p:1,64,1,2,2,1,0,3"]
+        for bn, gpi, w, st, fl in DOT_PIPE_CONFIGS[:3]:
+            for sp in pipe_splits(N // bn, sm, K // 128, gpi, lo=1.5, hi=12, most=1):
+                v.append(f"p:16,{bn},{gpi},{sp},{w},1,{fl},{st}")
+        out += [dict(M=M, N=N, K=K, variant=x) for x in v]
+    return out
+
+
 def cases(which):
     """Batch 1-16 on every shape first, then the large batches (the loop stops at its budget)."""
     if which == "r2":
         return r2_cases()
+    if which == "pipe":
+        sm = torch.cuda.get_device_properties(0).multi_processor_count if DEV == "cuda" else 132
+        return pipe_cases(sm)
     out = []
     for M in (1, 16, 4):
         for N, K in GEMV_SHAPES:
@@ -179,9 +227,11 @@ def build(c, l2):
         elif kind == "r":  # the default plan with the flags given
             plan, fl = None, int(opt)
         else:
-            bm, bn, gpi, split, w, st, fl = (int(v) for v in opt.split(","))
+            vals = [int(v) for v in opt.split(",")]
+            bm, bn, gpi, split, w, st, fl = vals[:7]
+            pipe = vals[7] if len(vals) > 7 else 0  # an 8th field: Int4Plan.pipeline
             plan = i4.Int4Plan(block_m=bm, block_n=bn, groups_per_iter=gpi, split_k=split,
-                               num_warps=w, num_stages=st)  # fmt: skip
+                               num_warps=w, num_stages=st, pipeline=pipe)  # fmt: skip
 
         def call(p):
             saved = [getattr(i4, f) for f in FLAGS]
@@ -324,28 +374,47 @@ def main():
             with open(path + ".tmp", "w") as f:
                 json.dump(recs, f)
             os.replace(path + ".tmp", path)
+    ceiling = copy_ceiling() if DEV == "cuda" else None
+    if DEV == "cuda":
+        torch.cuda.empty_cache()
+    recs.append(dict(variant="copy_ceiling", tbs=ceiling))
     with open(path + ".tmp", "w") as f:
         json.dump(recs, f, indent=0)
     os.replace(path + ".tmp", path)
-    summarize(recs)
+    summarize(recs, ceiling)
 
 
-def summarize(recs):
+def copy_ceiling(nbytes=1 << 30):
+    """A device-to-device copy of 1 GiB (read + write bytes per second, TB/s), graph-timed."""
+    a = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
+    b = torch.empty_like(a)
+    med, _, _ = bench_graph(lambda: b.copy_(a), target_s=5e-3)
+    return 2 * nbytes / med / 1e12
+
+
+def summarize(recs, ceiling=None):
+    """us of tinygemm / dense / the default (wg) / the best forced plan; TB/s of the best on
+    compulsory bytes and its % of the measured copy ceiling (when given)."""
     by = {}
     for r in recs:
-        by.setdefault((r["M"], r["N"], r["K"]), []).append(r)
-    print(
-        f"\n{'shape':18} {'tiny':>7} {'dense':>7} {'wg':>7} {'best':>7} {'TB/s':>5}  best variant"
-    )
+        if "M" in r:
+            by.setdefault((r["M"], r["N"], r["K"]), []).append(r)
+    if ceiling:
+        print(f"\ncopy ceiling {ceiling:.2f} TB/s (1 GiB device copy, read + write)")
+    print(f"\n{'shape':18} {'tiny':>7} {'dense':>7} {'wg':>7} {'best':>7} {'TB/s':>5} {'%ceil':>5}"
+          f" {'wg%':>4}  best variant")  # fmt: skip
     for (M, N, K), rs in by.items():
         t = {r["variant"]: r["us"] for r in rs if "us" in r}
         ours = [r for r in rs if r["variant"].startswith("p:") and "us" in r]
         if not ours:
             continue
         b = min(ours, key=lambda r: r["us"])
-        tb = (N * K // 2 + N * K // 64 + 2 * M * (N + K)) / b["us"] / 1e6
+        nb = N * K // 2 + N * K // 64 + 2 * M * (N + K)
+        tb = nb / b["us"] / 1e6
+        pc = f"{100 * tb / ceiling:5.0f}" if ceiling else "    -"
+        pw = f"{100 * nb / t['wg'] / 1e6 / ceiling:4.0f}" if ceiling and "wg" in t else "   -"
         print(f"{M}x{N}x{K:<8} {t.get('tinygemm', 0):7.1f} {t.get('dense', 0):7.1f} "
-              f"{t.get('wg', 0):7.1f} {b['us']:7.1f} {tb:5.2f}  {b['variant']}")  # fmt: skip
+              f"{t.get('wg', 0):7.1f} {b['us']:7.1f} {tb:5.2f} {pc} {pw}  {b['variant']}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -184,19 +184,22 @@ def test_quantize_errors():
 
 def test_plan_rule_h200_anchor_shapes():
     sm = 132
-    p = Int4Plan.for_shape(1, 28672, 8192, sm)
-    assert (p.path, p.block_n, p.num_warps, p.split_k) == ("gemv_fma", 64, 2, 2)  # 448 tiles
-    assert p.groups_per_iter == 1  # 128 K values per step
-    p = Int4Plan.for_shape(1, 8192, 8192, sm)
-    assert (p.path, p.split_k) == ("gemv_fma", 8)  # 128 tiles < 6 * 132: 1024 programs
-    p = Int4Plan.for_shape(1, 4096, 4096, sm)
-    assert (p.path, p.split_k) == ("gemv_fma", 4)  # 32 groups: at most 4 splits of 8
-    p = Int4Plan.for_shape(1, 4096, 14336, sm)
-    assert (p.path, p.split_k) == ("gemv_fma", 8)
-    p = Int4Plan.for_shape(1, 128256, 4096, sm)
-    assert p.split_k == 1  # 2004 tiles: enough programs
+    # batch 1: the pipelined FMA GEMV, 32 rows x 4 groups per step, split to >= 3 programs per SM
+    # (the plans that results/int4-pipe-h200/pipe.json measured)
+    for N, K, split in ((28672, 8192, 1), (128256, 4096, 1), (4096, 4096, 4), (14336, 4096, 1),
+                        (4096, 14336, 4), (8192, 8192, 2)):  # fmt: skip
+        p = Int4Plan.for_shape(1, N, K, sm)
+        assert (p.path, p.block_n, p.groups_per_iter, p.num_warps, p.pipeline, p.split_k) == (
+            "gemv_fma",
+            32,
+            4,
+            2,
+            3,
+            split,
+        ), (N, K)
+        assert p.tiles(1, N) * p.split_k >= 3 * sm
     p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=32)
-    assert p.groups_per_iter == 4
+    assert (p.groups_per_iter, p.split_k) == (16, 4)  # 512 K values per step, >= 2 steps/split
     p = Int4Plan.for_shape(1, 4096, 4096, sm, group_size=4)  # words need group % 8 == 0
     assert p.path == "gemv_dot"
     p = Int4Plan.for_shape(16, 28672, 8192, sm)  # 112 tiles of 256 rows: 2 splits, 224 programs
@@ -205,6 +208,23 @@ def test_plan_rule_h200_anchor_shapes():
     assert (p.path, p.block_m, p.num_warps, p.split_k) == ("tiled", 128, 8, 1)
     p = Int4Plan.for_shape(17, 4096, 4096, sm)
     assert (p.path, p.block_m, p.num_warps) == ("tiled", 32, 4)
+
+
+def test_plan_rule_old_fma_loop_when_pipeline_off(monkeypatch):
+    # FMA_PIPELINE = 0 restores the old batch-1 rule (64 rows x 1 group, 6 programs per SM)
+    monkeypatch.setattr(int4_mod, "FMA_PIPELINE", 0)
+    p = Int4Plan.for_shape(1, 28672, 8192, 132)
+    assert (p.path, p.block_n, p.groups_per_iter, p.pipeline, p.split_k) == (
+        "gemv_fma",
+        64,
+        1,
+        0,
+        2,
+    )
+    p = Int4Plan.for_shape(1, 8192, 8192, 132)
+    assert p.split_k == 8  # 128 tiles < 6 * 132: 1024 programs
+    p = Int4Plan.for_shape(1, 4096, 4096, 132, group_size=32)
+    assert p.groups_per_iter == 4  # 128 K values per step
 
 
 @pytest.mark.parametrize(
@@ -326,9 +346,10 @@ def test_int4_linear_default_plan(M, N, K, group, path, dtype, poison):
 @kernels
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_int4_linear_default_plan_splits_k(dtype, poison):
-    M, N, K, group = 1, 48, 512, 32  # 1 tile of 64 rows on 4 SMs, 16 groups: split 2
+    # 2 tiles of 32 rows on 4 SMs, 128 groups of 32 (16 per step): split 4 (12 programs)
+    M, N, K, group = 1, 48, 4096, 32
     plan = _plan(M, N, K, group)
-    assert plan.split_k == 2 and plan.path == "gemv_fma"
+    assert (plan.split_k, plan.path, plan.pipeline) == (4, "gemv_fma", 3)
     x, qw, w_exact = _case(M, N, K, group, dtype, seed=5)
     assert_close(int4_linear(x, qw), int4_linear_ref(x, w_exact))
 

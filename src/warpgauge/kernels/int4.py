@@ -13,7 +13,8 @@ Paths (chosen by :class:`Int4Plan`; tests can force any of them with ``plan=``)
   the current one. Nibbles are decoded in place with the float exponent trick (see ``_nib``: one
   LOP3 and one FADD per value, no shifts and no int->float conversion, which runs at 1/8 rate on
   Hopper), multiplied with x by FFMA, summed per group, and each group's sum is multiplied by its
-  scale. ~4.5 SASS instructions per weight value on sm_90 (compiled and counted, not yet timed).
+  scale. ~4.1 SASS instructions per weight value on sm_90. The batch-1 default runs the same step
+  in the pipelined loop of ``int4_gemv.py`` (``Int4Plan.pipeline``; 32 rows x 4 groups per step).
 - **GEMV, tensor cores** (``block_m == 16``; the plan uses it for 2 <= M <= 16) and **tiled**
   (``block_m`` 32..128 for M > 16): one program owns a ``BLOCK_N x BLOCK_M`` tile of ``y^T``. Per
   group it unpacks the ``BLOCK_N x group`` weight tile to exact 16-bit integers (exponent trick in
@@ -51,6 +52,7 @@ from .._checks import HALF_DTYPES, check_same_device, check_tensor
 from .._device import device_info, interpreter_enabled
 from ..quant import Int4Weight, check_group_size
 from ._launch import empty, launch
+from .int4_gemv import launch_pipelined
 from .int4_kernels import (  # noqa: F401  (the decode strings: tests and experiments read them)
     _DECODE_BF16,
     _DECODE_F16,
@@ -101,6 +103,16 @@ MAX_SPLIT_K = 16
 # 128 / 256 / 512 -> 50.3 / 30.6 / 21.1; 1x4096x4096, 4 splits of 8 groups 8.9 us, 2 of 16 13.3),
 # so they split up to 6 programs per SM.
 GEMV_PROGRAMS_PER_SM = 6
+# M == 1 now runs the pipelined FMA GEMV (int4_gemv.py): 32 rows x 4 groups (256 B of each row)
+# per step, 2 warps, 3 stages, split K to the smallest power of two that gives >= 3 programs per
+# SM (each split >= 2 steps). On the H200 (results/int4-pipe-h200/pipe.json, us, the old default
+# in brackets): 1x28672x8192 52.1 (58.0), 1x128256x4096 96.7 (116.5), 1x4096x4096 8.4 (9.8),
+# 1x14336x4096 17.5 (19.0), 1x4096x14336 17.5 (19.8). The same loop with 64 rows x 1 group per
+# step ran as the old kernel (60.6 / 123.2 us): the longer per-row runs are what made it faster.
+FMA_PIPELINE = 3  # 0: the old register double-buffered loop
+FMA_PIPE_BLOCK_N = 32
+FMA_PIPE_K_PER_ITER = 512  # 4 groups of 128: 256 B of each row per step
+FMA_PIPE_PROGRAMS_PER_SM = 3
 # The tensor-core GEMV (2 <= M <= 16): 256 rows x 4 warps per program, split K to the smallest
 # power of two that gives >= 1.5 programs per SM, down to 2 groups per split. On the H200
 # (results/int4-gemv-h200/r1.json, batch 4, us at 112-128 / 224-256 / 448-512 programs):
@@ -146,9 +158,14 @@ class Int4Plan:
     block_m: 1 = FMA GEMV, one x row per program; >= 16 (power of two) = tensor-core tiles of
         ``block_m`` x rows (16 is the GEMV path, more is the tiled large-batch path).
     block_n: output features per program (power of two >= 16).
-    groups_per_iter: K step of the FMA path in groups (power of two); the tensor-core paths step
-        one group at a time (ignored there).
+    groups_per_iter: K step in groups (power of two) of the FMA path and of the pipelined
+        tensor-core GEMV; the other tensor-core loops step one group at a time (ignored there).
     split_k: programs along K per output tile; > 1 adds FP32 partials and a fixed-order reduction.
+    pipeline: 0 = the loops of ``int4_kernels`` (the FMA GEMV register double-buffered, the
+        tensor-core paths one group per step). S >= 2 (GEMV plans only, block_m 1 or 16): the
+        loops of ``int4_gemv``, pipelined by Triton in S stages (the loads of the next S - 1 steps
+        in flight as asynchronous copies into shared memory while the current one computes);
+        with block_m 16 that loop steps ``groups_per_iter`` groups at a time.
     """
 
     block_m: int
@@ -157,6 +174,7 @@ class Int4Plan:
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 3
+    pipeline: int = 0
 
     def __post_init__(self):
         def pow2(v):
@@ -172,6 +190,15 @@ class Int4Plan:
             raise ValueError(f"split_k must be an int in [1, 64], got {self.split_k}")
         if not pow2(self.num_warps):
             raise ValueError(f"num_warps must be a power of two, got {self.num_warps}")
+        if not (isinstance(self.pipeline, int) and (self.pipeline == 0 or 2 <= self.pipeline <= 8)):
+            raise ValueError(
+                f"pipeline must be 0 (off) or a stage count in [2, 8], got {self.pipeline}"
+            )
+        if self.pipeline and self.block_m not in (1, 16):
+            raise ValueError(
+                f"pipeline={self.pipeline} is a GEMV loop (block_m 1 or 16), got block_m="
+                f"{self.block_m}; the tiled path pipelines by num_stages"
+            )
 
     @property
     def path(self) -> str:
@@ -186,15 +213,17 @@ class Int4Plan:
     def for_shape(cls, M: int, N: int, K: int, sm_count: int, group_size: int = 128) -> Int4Plan:
         """The rule:
 
-        1. M == 1 (and group_size % 8 == 0): FMA GEMV, ``block_n = 64`` with 2 warps,
-           ``FMA_K_PER_ITER`` (128) values of K per step.
+        1. M == 1 (and group_size % 8 == 0): the pipelined FMA GEMV (``FMA_PIPELINE`` = 3
+           stages), ``block_n = 32`` with 2 warps, ``FMA_PIPE_K_PER_ITER`` (512) values of K
+           per step (with ``FMA_PIPELINE = 0``: the old loop, 64 rows, 128 values per step).
            2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 256`` (4 warps).
            M > 16: tiled, ``block_m = min(128, next_pow2(M))``, ``block_n = 128``.
            ``block_n`` never exceeds ``next_pow2(N)`` (>= 16).
         2. Split K (doubling, at most ``MAX_SPLIT_K``) while the output tiles alone give fewer than
            ``PROGRAMS_PER_SM * sm_count`` programs (tiled; ``FEW_TILES_PROGRAMS_PER_SM`` when there
            are fewer than ``FEW_TILES_PER_SM * sm_count`` tiles) and every split keeps at least
-           ``MIN_GROUPS_PER_SPLIT`` groups (FMA GEMV: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
+           ``MIN_GROUPS_PER_SPLIT`` groups (pipelined FMA GEMV: ``FMA_PIPE_PROGRAMS_PER_SM``,
+           at least 2 steps per split; the old FMA GEMV: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
            GEMV: ``GEMV_DOT_PROGRAMS_PER_SM``, ``GEMV_DOT_MIN_GROUPS_PER_SPLIT``, at most
            ``GEMV_DOT_MAX_SPLIT_K``).
         """
@@ -204,15 +233,17 @@ class Int4Plan:
         n_groups = max(K // group_size, 1)
         n_cap = max(16, triton.next_power_of_2(N))
         if M <= FMA_MAX_M and group_size % 8 == 0:
-            gpi = min(
-                _pow2_floor(max(1, FMA_K_PER_ITER // group_size)), triton.next_power_of_2(n_groups)
-            )
+            k_step, bn = (FMA_PIPE_K_PER_ITER, FMA_PIPE_BLOCK_N) if FMA_PIPELINE else (
+                FMA_K_PER_ITER, FMA_BLOCK_N
+            )  # fmt: skip
+            gpi = min(_pow2_floor(max(1, k_step // group_size)), triton.next_power_of_2(n_groups))
             plan = dict(
                 block_m=1,
-                block_n=min(FMA_BLOCK_N, n_cap),
+                block_n=min(bn, n_cap),
                 groups_per_iter=gpi,
                 num_warps=FMA_NUM_WARPS,
                 num_stages=1,
+                pipeline=FMA_PIPELINE,
             )
         elif M <= GEMV_MAX_M:
             plan = dict(block_m=16, block_n=min(GEMV_DOT_BLOCK_N, n_cap), num_stages=3)
@@ -227,6 +258,8 @@ class Int4Plan:
             per_sm, min_groups, max_split = (
                 GEMV_DOT_PROGRAMS_PER_SM, GEMV_DOT_MIN_GROUPS_PER_SPLIT, GEMV_DOT_MAX_SPLIT_K
             )  # fmt: skip
+        elif plan["block_m"] == 1 and FMA_PIPELINE:  # >= 2 steps per split
+            per_sm, min_groups, max_split = FMA_PIPE_PROGRAMS_PER_SM, 2 * gpi, MAX_SPLIT_K
         elif plan["block_m"] == 1:
             per_sm, min_groups, max_split = GEMV_PROGRAMS_PER_SM, MIN_GROUPS_PER_SPLIT, MAX_SPLIT_K
         else:
@@ -337,6 +370,18 @@ def _decode_flags(plan: Int4Plan, M: int, group_size: int) -> dict:
     )
 
 
+def _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, dtype, upcast):
+    launch(_int4_mm_kernel, grid,
+        x2, w, scales, y, part, M, N, K, _MAGIC_F32,
+        x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),
+        GROUP=group_size, HALF_PAD=_half_pad(group_size),
+        WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
+        BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
+        X_BF16=dtype == torch.bfloat16, UPCAST=upcast, **_decode_flags(plan, M, group_size),
+        num_warps=plan.num_warps, num_stages=plan.num_stages,
+    )  # fmt: skip
+
+
 def int4_linear_packed(
     x: torch.Tensor,
     packed: torch.Tensor,
@@ -373,15 +418,11 @@ def int4_linear_packed(
                 "packed must start at a 4-byte aligned offset for the FMA GEMV path; pass "
                 "packed.clone() or a plan with block_m >= 16"
             ) from None
-    launch(_int4_mm_kernel, grid,
-        x2, w, scales, y, part, M, N, K, _MAGIC_F32,
-        x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),
-        GROUP=group_size, HALF_PAD=_half_pad(group_size),
-        WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
-        BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
-        X_BF16=x.dtype == torch.bfloat16, UPCAST=upcast, **_decode_flags(plan, M, group_size),
-        num_warps=plan.num_warps, num_stages=plan.num_stages,
-    )  # fmt: skip
+    if plan.pipeline:
+        asm = USE_ASM_DECODE and not interpreter_enabled()
+        launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm, FOLD_OFFSET)
+    else:
+        _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, x.dtype, upcast)
     if plan.split_k > 1:
         total = M * N
         launch(

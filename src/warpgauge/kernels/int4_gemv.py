@@ -1,0 +1,199 @@
+"""The pipelined GEMV loops (``Int4Plan.pipeline = S >= 2``) and their launcher.
+
+The FMA GEMV for batch 1 (``Int4Plan(block_m=1, pipeline=S)``): the same per-step decode as
+``int4_kernels._fma_step``, but the K loop is ``tl.range(..., num_stages=S)``, so Triton's
+software pipeliner issues the weight and x loads of the next ``S - 1`` steps as asynchronous
+copies into shared memory (``cp.async``) while the current step decodes and multiplies (the
+2-byte scale loads, too narrow for ``cp.async``, are prefetched by hand one step ahead).
+Loads stay in flight while the program computes, without the registers that a manual prefetch
+of several steps would hold. The tensor-core GEMV (``Int4Plan(block_m=16, pipeline=S)``) steps
+``groups_per_iter`` groups at a time in the same kind of loop. Measured on the H200:
+``docs/gemm-int4.md``, "Batch 1, pipelined loops"."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import launch
+from .int4_kernels import _MAGIC_F32, _dequant_halves, _fma_step, _fold_offset
+
+
+@triton.jit(do_not_specialize=["M", "magic"])
+def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
+                           stride_xm, stride_xk, stride_wn, stride_sn, stride_ym, stride_yn,
+                           GROUP: tl.constexpr, WPAD: tl.constexpr, BLOCK_N: tl.constexpr,
+                           GPI: tl.constexpr, SPLIT_K: tl.constexpr, STAGES: tl.constexpr):  # fmt: skip
+    # I/O (compulsory): read packed N*K/2 B (as int32 words) + scales N*K/GROUP + x K per row,
+    # write y M*N; SPLIT_K > 1 also writes SPLIT_K*M*N FP32 partials. FLOPs 2*M*N*K.
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    pid_m = pid % M
+    pid_n = pid // M
+    WORDS: tl.constexpr = GROUP // 8
+    n_groups = K // GROUP
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = (offs_n % N).to(tl.int64)  # wrapped: the last tile re-reads valid rows
+    n_iters = tl.cdiv(n_groups, GPI)
+    per_split = tl.cdiv(n_iters, SPLIT_K)
+    it_start = pid_k * per_split
+    it_end = tl.minimum(it_start + per_split, n_iters)
+    gi = tl.arange(0, GPI)
+    wi = tl.arange(0, WPAD)
+    ei = tl.arange(0, 8)
+    w_base = (
+        w_ptr + rows[:, None, None] * stride_wn + (gi[None, :, None] * WORDS + wi[None, None, :])
+    )
+    s_base = s_ptr + rows[:, None] * stride_sn + gi[None, :]
+    koff = gi[:, None, None] * GROUP + wi[None, :, None] * 8 + ei[None, None, :]
+    x_base = x_ptr + pid_m.to(tl.int64) * stride_xm + koff.to(tl.int64) * stride_xk
+    pos = ei - 3 * (ei >= 5).to(tl.int32)
+    xscale = ((127 - 4 * pos) << 23).to(tl.float32, bitcast=True)  # 2**(-4p), built exactly
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    # The scales are 2-byte loads per row, too narrow for cp.async, so the pipeliner leaves them
+    # synchronous: they are prefetched by hand, one step ahead, in registers.
+    g_lim = tl.minimum(it_end * GPI, n_groups)  # this split's groups end here
+    sc_nx = tl.load(s_base + it_start * GPI, mask=(it_start * GPI + gi < g_lim)[None, :], other=0.0)
+    for it in tl.range(it_start, it_end, num_stages=STAGES):
+        g0 = it * GPI
+        sc = sc_nx
+        sc_nx = tl.load(s_base + g0 + GPI, mask=(g0 + GPI + gi < g_lim)[None, :], other=0.0)
+        gmask = (g0 + gi) < n_groups
+        if WPAD == WORDS:
+            wmask = gmask[None, :, None]
+            xmask = gmask[:, None, None]
+        else:
+            wmask = gmask[None, :, None] & (wi < WORDS)[None, None, :]
+            xmask = gmask[:, None, None] & (wi < WORDS)[None, :, None]
+        b = tl.load(w_base + g0 * WORDS, mask=wmask, other=0)
+        xv = tl.load(x_base + (g0 * GROUP).to(tl.int64) * stride_xk, mask=xmask, other=0.0)
+        acc += _fma_step(b, xv, sc, xscale, magic, GPI, WPAD)
+    n_mask = offs_n < N
+    if SPLIT_K == 1:
+        y_ptrs = y_ptr + pid_m.to(tl.int64) * stride_ym + offs_n.to(tl.int64) * stride_yn
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
+    else:
+        p_ptrs = part_ptr + (pid_k * M + pid_m).to(tl.int64) * N + offs_n
+        tl.store(p_ptrs, acc, mask=n_mask)
+
+
+@triton.jit(do_not_specialize=["M"])
+def _int4_gemv_dot_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K,
+                          stride_xm, stride_xk, stride_wn, stride_sn, stride_ym, stride_yn,
+                          GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+                          BLOCK_N: tl.constexpr, GPI: tl.constexpr, SPLIT_K: tl.constexpr,
+                          STAGES: tl.constexpr, EVEN: tl.constexpr, ONE_ROW: tl.constexpr,
+                          X_BF16: tl.constexpr, UPCAST: tl.constexpr, ASM: tl.constexpr,
+                          FOLD: tl.constexpr = False):  # fmt: skip
+    # The tensor-core GEMV (Int4Plan(block_m=16, pipeline=S)) with GPI groups per loop step:
+    # each row's GPI * GROUP / 2 weight bytes of a step are contiguous, so the DRAM sees runs of
+    # GPI * 64 B per row instead of 64 B (read_probe.json: 16 rows x 512 B read at 4.0 TB/s,
+    # 128 rows x 64 B at 2.7). Per group: the PTX (or Triton-op) decode into the even-k and odd-k
+    # halves, two dots against x[even k] / x[odd k] (the weight is the dot's B side), and
+    # acc += part * scale. The loop is pipelined by Triton in STAGES stages (cp.async).
+    # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K, write y M*N (+ SPLIT_K
+    # FP32 partials). ONE_ROW (M == 1): x is loaded once per group and broadcast to the 16 rows.
+    # FOLD: the decode skips its subtract (values q + offset, exact) and each group's product is
+    # corrected by offset * sum(x) (``int4_kernels._DECODE_FOLD``).
+    HALF: tl.constexpr = GROUP // 2
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    pid_m = pid % num_pid_m
+    pid_n = pid // num_pid_m
+    n_groups = K // GROUP
+    n_iters = tl.cdiv(n_groups, GPI)
+    per_split = tl.cdiv(n_iters, SPLIT_K)
+    it_start = pid_k * per_split
+    it_end = tl.minimum(it_start + per_split, n_iters)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = (offs_n % N).to(tl.int64)
+    jj = tl.arange(0, HALF_PAD)
+    cc = tl.arange(0, 2 * HALF_PAD)
+    w_base = w_ptr + rows[:, None] * stride_wn + jj[None, :]
+    s_base = s_ptr + rows * stride_sn
+    if ONE_ROW:
+        x_base = x_ptr + (cc.to(tl.int64) * stride_xk)[None, :]
+    else:
+        x_base = (
+            x_ptr
+            + (offs_m % M).to(tl.int64)[:, None] * stride_xm
+            + (cc.to(tl.int64) * stride_xk)[None, :]
+        )
+    lanes_w = (jj < HALF)[None, :]
+    lanes_x = (cc < GROUP)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # The scales of a step ([BLOCK_N, GPI], 2 * GPI contiguous bytes per row) are prefetched by
+    # hand one step ahead in registers (2-byte loads are too narrow for the pipeliner's cp.async).
+    gi = tl.arange(0, GPI)
+    s_step = s_base[:, None] + gi[None, :]
+    g_lim = tl.minimum(it_end * GPI, n_groups)  # this split's groups end here
+    sc_nx = tl.load(s_step + it_start * GPI, mask=(it_start * GPI + gi < g_lim)[None, :], other=0.0)
+    for it in tl.range(it_start, it_end, num_stages=STAGES):
+        sc_all = sc_nx.to(tl.float32)
+        sc_nx = tl.load(s_step + (it + 1) * GPI, mask=((it + 1) * GPI + gi < g_lim)[None, :],
+                        other=0.0)  # fmt: skip
+        for g in tl.static_range(GPI):
+            grp = it * GPI + g
+            if EVEN and HALF_PAD == HALF:
+                b = tl.load(w_base + grp * HALF)
+                xt = tl.load(x_base + (grp * GROUP).to(tl.int64) * stride_xk)
+            else:
+                b = tl.load(w_base + grp * HALF, mask=lanes_w & (jj * 0 + grp < n_groups)[None, :],
+                            other=0)  # fmt: skip
+                xt = tl.load(x_base + (grp * GROUP).to(tl.int64) * stride_xk,
+                             mask=lanes_x & (cc * 0 + grp < n_groups)[None, :], other=0.0)  # fmt: skip
+            if FOLD:
+                xs = tl.sum(xt.to(tl.float32), axis=1)  # [BLOCK_M] (or [1]: one row)
+            if ONE_ROW:
+                xt = tl.broadcast_to(xt, (BLOCK_M, 2 * HALF_PAD))
+            xe, xo = tl.split(tl.reshape(xt, (BLOCK_M, HALF_PAD, 2)))
+            if UPCAST:
+                xe = xe.to(tl.float32)
+                xo = xo.to(tl.float32)
+            lo, hi = _dequant_halves(b, X_BF16, UPCAST, ASM, FOLD)
+            part = tl.dot(xe, tl.trans(lo))
+            part = tl.dot(xo, tl.trans(hi), part)
+            if FOLD:
+                part -= _fold_offset(X_BF16) * xs[:, None]
+            if GPI == 1:
+                sc = tl.reshape(sc_all, (BLOCK_N,))
+            else:  # column g of the step's scales
+                sc = tl.sum(tl.where(gi[None, :] == g, sc_all, 0.0), axis=1)
+            acc += part * sc[None, :]
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    if SPLIT_K == 1:
+        y_ptrs = (
+            y_ptr
+            + offs_m.to(tl.int64)[:, None] * stride_ym
+            + offs_n.to(tl.int64)[None, :] * stride_yn
+        )
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        p_ptrs = (
+            part_ptr + (pid_k * M + offs_m).to(tl.int64)[:, None] * N + offs_n.to(tl.int64)[None, :]
+        )
+        tl.store(p_ptrs, acc, mask=mask)
+
+
+def launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm, fold):
+    """Launch the pipelined GEMV of ``plan`` (``plan.pipeline >= 2``; ``int4.int4_linear_packed``
+    has checked the operands, sliced x into rows and viewed the weight as int32 words for
+    ``block_m == 1``). ``asm`` / ``fold``: the tensor-core GEMV's PTX decode and offset fold."""
+    M, K = x2.shape
+    N = y.shape[1]
+    strides = (x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1))
+    common = dict(GROUP=group_size, BLOCK_N=plan.block_n, GPI=plan.groups_per_iter,
+                  SPLIT_K=plan.split_k, STAGES=plan.pipeline, num_warps=plan.num_warps,
+                  num_stages=plan.pipeline)  # fmt: skip
+    if plan.block_m == 16:
+        launch(_int4_gemv_dot_kernel, grid, x2, w, scales, y, part, M, N, K, *strides,
+               HALF_PAD=max(8, triton.next_power_of_2(group_size // 2)), BLOCK_M=16,
+               EVEN=(K // group_size) % plan.groups_per_iter == 0, ONE_ROW=M == 1,
+               X_BF16=x2.dtype == torch.bfloat16, UPCAST=upcast, ASM=asm, FOLD=fold,
+               **common)  # fmt: skip
+    else:
+        launch(_int4_gemv_pipe_kernel, grid, x2, w, scales, y, part, M, N, K, _MAGIC_F32,
+               *strides, WPAD=triton.next_power_of_2(max(group_size // 8, 1)), **common)  # fmt: skip
