@@ -42,8 +42,8 @@ import torch
 import triton
 
 from warpgauge.kernels import gemm as gm
-from warpgauge.kernels import gemm_skinny as skinny
 from warpgauge.kernels import gemm_persistent as gp
+from warpgauge.kernels import gemm_skinny as skinny
 from warpgauge.kernels import gemm_tma as tm
 
 torch.backends.cuda.matmul.allow_tf32 = False
