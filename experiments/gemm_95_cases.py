@@ -213,3 +213,76 @@ def g95_list():
         ("fwd", 8192, 8192, 8192, "NN", "m", AB),
         ("fwd", 256, 256, 256, "NN", "m", AB),
     ]
+
+
+def g95b_list():
+    """Round 2: the dispatch after round 1 (``auto``) where its rules changed, the old choice
+    side by side (``skp:64,128,128,3,4,1`` = the old 33-64 token plan for wide N,
+    ``tma:64,128,64,6,4,0,0`` = the old choice for few tiles with long K), and candidates for the
+    1024^3 backward products that still miss 0.95x."""
+    old_skinny = "skp:64,128,128,3,4,1"
+    narrow = "tma:64,128,64,6,4,0,0"
+    return [
+        ("fwd", 64, 14336, 4096, "NN", "m", AB + [old_skinny, narrow]),
+        ("fwd", 48, 14336, 4096, "NN", "m", AB + [old_skinny]),
+        ("grad_a", 64, 4096, 14336, "NT", "m", AB),
+        (
+            "grad_b",
+            1024,
+            1024,
+            16384,
+            "TN",
+            "k",
+            AB
+            + [
+                narrow,
+                f"sk:{WIDE},4,8,4",
+                f"sk:{TALL},3,8,4",
+                f"sk:{WIDE},3,8,2",
+            ],
+        ),  # fmt: skip
+        ("fwd", 128, 4096, 14336, "NN", "m", AB + [narrow]),  # also newly split (8 ways)
+        (
+            "grad_b",
+            1024,
+            1024,
+            1024,
+            "TN",
+            "k",
+            AB
+            + [
+                "tma:128,64,64,6,4,0,0",
+                "tma:64,128,64,4,4,0,0",
+                "tma:64,128,128,4,4,0,0",
+                "tma:128,128,64,4,8,0,0",
+                "tma:64,64,64,4,4,0,0",
+                "tma:64,128,64,6,8,0,0",
+                "ptr:64,128,64,4,4",
+                "sk:128,128,64,4,8,2",
+            ],
+        ),  # fmt: skip
+        (
+            "grad_a",
+            1024,
+            1024,
+            1024,
+            "NT",
+            "m",
+            AB
+            + [
+                "tma:128,64,64,6,4,0,0",
+                "tma:64,128,64,4,4,0,0",
+                "tma:64,128,128,4,4,0,0",
+            ],
+        ),  # fmt: skip
+        ("fwd", 1024, 1024, 1024, "NN", "m", AB),
+        ("fwd", 127, 255, 65, "NN", "m", ["cublas", "auto", "ptr:32,32,128,2,4"]),
+        ("grad_a", 127, 65, 255, "NT", "m", ["cublas", "auto", "ptr:32,32,64,3,4"]),
+        ("grad_b", 65, 255, 127, "TN", "k", ["cublas", "auto", "ptr:32,32,128,2,4"]),
+        ("fwd", 16384, 1024, 1024, "NN", "m", AB),
+        ("grad_a", 16384, 1024, 1024, "NT", "m", AB),
+        ("fwd", 1, 4096, 4096, "NN", "m", AB),
+        ("fwd", 16, 4096, 4096, "NN", "m", AB),
+        ("fwd", 4096, 4096, 4096, "NN", "m", AB),
+        ("fwd", 256, 256, 256, "NN", "m", AB),
+    ]
