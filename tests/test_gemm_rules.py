@@ -118,3 +118,22 @@ def test_tiny_odd_shapes_match_fp64(M, N, K):
     a = rand(M, K, seed=M + K)
     b = rand(K, N, seed=N)
     assert_close(gemm(a, b), ref64(a, b))
+
+
+def test_pad_path_writes_a_padded_out_in_place(monkeypatch):
+    # odd K and N (the 4095^3 case in small): A and B are padded copies; an ``out`` whose rows are
+    # already 16-byte aligned is written by TMA directly, with no copy of C back
+    monkeypatch.setattr(gemm_mod, "PAD_MIN_WORK", 0)
+    M, N, K = 70, 45, 51
+    a, b = rand(M, K, seed=31), rand(K, N, seed=32)
+    out = torch.full((M, 48), float("nan"), dtype=torch.float16, device=DEV)[:, :N]
+    assert gemm_mod._path(a, b, out, "m") == "pad"
+    copies = []
+    real = gemm_mod.gp.copy_rows
+    monkeypatch.setattr(gemm_mod.gp, "copy_rows", lambda *x: copies.append(x) or real(*x))
+    assert gemm(a, b, out=out) is out
+    assert len(copies) == 2  # the padded copies of A and B (pad_rows), none of C
+    assert_close(out, ref64(a, b))
+    c = gemm(a, b)  # a contiguous result: written to a padded buffer, then copied back
+    assert c.is_contiguous() and len(copies) == 5 and copies[-1][1] is c
+    assert_close(c, ref64(a, b))
