@@ -15,7 +15,8 @@ Schedules: ``PERSISTENT = False`` launches one program per output tile in groupe
 ``PERSISTENT = True`` launches at most one program per SM; each walks the tiles in the same order
 with a stride of the grid size. Configs with ``FLATTEN`` run ``gemm_persistent.persistent_kernel``
 instead (the flattened persistent loop); so does any config when C's rows are not 16-byte aligned
-(the pad path), with a pointer-store epilogue.
+(the pad path), with a pointer-store epilogue. ``SPLIT_TILE`` runs ``gemm_persistent.run_split``
+(split-K, fixed-order reduction) with ``split_count`` splits.
 
 Traffic (compulsory): read A (M*K) + B (K*N) + write C (M*N) elements; FLOPs 2*M*N*K.
 """
