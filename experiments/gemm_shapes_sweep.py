@@ -21,7 +21,10 @@ w = warp-specialize, s = epilogue in two halves, c = pointer-store epilogue),
 ``hy:BM,BN,BK,stages,warps,SPLIT,FLAGS`` (whole waves persistent, the last partial wave split-K),
 ``ptr:BM,BN,BK,stages,warps`` (gemm_tile pointer kernel with hints),
 ``pad:<variant>`` (row-major operands copied into 16-byte rows by gemm_persistent.pad_rows first; C is
-written in place by a ``c`` variant), ``padt:<variant>`` (the same with torch's copy_).
+written in place by a ``c`` variant), ``padt:<variant>`` (the same with torch's copy_),
+``skp:BM,BN,BK,stages,warps,SPLIT`` (gemm_skinny with that SkinnyPlan), ``padv`` (``auto`` into
+an output whose rows are padded to 16 bytes: the pad path without copying C back).
+``--set g95`` / ``g95b`` run the cases of ``gemm_95_cases.py`` (rounds 1 and 2).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import triton
 
 from warpgauge.kernels import gemm as gm
 from warpgauge.kernels import gemm_persistent as gp
+from warpgauge.kernels import gemm_skinny as skinny
 from warpgauge.kernels import gemm_tma as tm
 
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -84,7 +88,7 @@ def make_call(variant, a, b, c, token_dim, sms):
     kind, _, opt = variant.partition(":")
     if kind == "cublas":
         return lambda: torch.mm(a, b, out=c)
-    if kind == "auto":
+    if kind in ("auto", "padv"):  # padv: run_case hands it an output with padded rows
         return lambda: gm._launch(a, b, c, token_dim)
     if kind in ("pad", "padt"):
         inner_a = {}
@@ -139,6 +143,9 @@ def make_call(variant, a, b, c, token_dim, sms):
     if kind == "hy":
         meta.update(_flags(v[6] if len(v) > 6 else ""))
         return lambda: gp.run_hybrid(a, b, c, meta, v[5], sms)
+    if kind == "skp":
+        plan = skinny.SkinnyPlan(bm, bn, bk, v[5], num_warps=w, num_stages=st)
+        return lambda: gm._launch_skinny(a, b, c, False, plan)
     if kind == "ptr":
         M, K = a.shape
         N = b.shape[1]
@@ -235,8 +242,15 @@ def confirm_list():
 
 
 def cases(which="round1"):
+    if which in ("g95", "g95b"):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from gemm_95_cases import g95_list, g95b_list
+
+        todo = g95_list() if which == "g95" else g95b_list()
+    else:
+        todo = confirm_list() if which == "confirm" else case_list()
     out = []
-    for grp, M, N, K, lay, td, vs in confirm_list() if which == "confirm" else case_list():
+    for grp, M, N, K, lay, td, vs in todo:
         for v in vs:
             out.append(dict(group=grp, M=M, N=N, K=K, layout=lay, token_dim=td, variant=v,
                             shape=f"{M}x{N}x{K} {lay}",
@@ -299,11 +313,14 @@ def run_case(cs, sms, flush, timing=True):
     try:
         t = time.time()
         a, b, ref = operands(cs["M"], cs["N"], cs["K"], cs["layout"], with_ref=timing)
-        c = torch.full((cs["M"], cs["N"]), float("nan"), dtype=DT, device="cuda")
+        width = -(-cs["N"] // 8) * 8 if cs["variant"] == "padv" else cs["N"]
+        c = torch.full((cs["M"], width), float("nan"), dtype=DT, device="cuda")[:, : cs["N"]]
         fn = make_call(cs["variant"], a, b, c, cs["token_dim"], sms)
         fn()
         torch.cuda.synchronize()
         rec["first_call_s"] = round(time.time() - t, 3)
+        fn()  # a second eager call before any capture (the first may have autotuned)
+        torch.cuda.synchronize()
         if not timing:
             return rec
         rec["err"] = _err(c, ref)
@@ -333,7 +350,7 @@ def main():
     ap.add_argument("--warm-timeout", type=float, default=50.0)
     ap.add_argument("--budget", type=float, default=100.0)
     ap.add_argument("--tag", default="shapes")
-    ap.add_argument("--set", default="round1", choices=["round1", "confirm"])
+    ap.add_argument("--set", default="round1", choices=["round1", "confirm", "g95", "g95b"])
     args = ap.parse_args()
     t0 = time.time()
     sms, l2 = dev_props()

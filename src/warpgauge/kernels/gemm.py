@@ -76,10 +76,12 @@ __all__ = [
 def compiled_variants(which: str | None = None) -> int:
     """Number of compiled binaries in Triton's in-memory cache for the GEMM kernels: those a
     token count in M can reach (``which="m"``: pointer M entry, TMA, skinny and its reduction),
-    in K (``"k"``: pointer K entry, TMA), or all (None). Autotuning compiles one per surviving
+    in K (``"k"``: pointer K entry, TMA), or all (None); TMA includes the persistent, split-K and
+    padded-copy kernels. Autotuning compiles one per surviving
     config; a new token count inside a known bucket must not add any. Always 0 under the
     interpreter (nothing is compiled)."""
-    shared = [tma.tma_kernel, gp.persistent_kernel, gp.pad_copy_kernel]
+    shared = [tma.tma_kernel, gp.persistent_kernel, gp.pad_copy_kernel, gp.split_kernel,
+              gp.split_reduce_kernel]  # fmt: skip
     kernels = {
         "m": [_KERNELS["m"], *shared, skinny.skinny_kernel, skinny.reduce_kernel],
         "k": [_KERNELS["k"], *shared],
@@ -234,6 +236,10 @@ def _launch_tma(a, b, c, token_dim: str, upcast: bool) -> None:
     if interpreter_enabled():  # small blocks (every program is numpy work), the same schedule
         meta.update(tma.INTERPRETER_CONFIG, PERSISTENT=meta["PERSISTENT"], WS=False)
     _log_rule((keys[0], N, tma.k_class(K), keys[2], str(a.dtype)), cfg)
+    if cfg is tma.SPLIT_TILE:  # few output tiles, long K: split-K, fixed-order reduction
+        split = tma.split_count(keys[0], N, tma.k_class(K), sms, cfg)  # the rule's key, not K
+        gp.run_split(a, b, c, meta, split, keys=keys, upcast=upcast)
+        return
     if meta["FLATTEN"] or c_ptr:
         # WS together with the pointer-store epilogue was never measured: plain pipelining there
         meta = dict(meta, C_PTR=c_ptr, WS=meta["WS"] and not c_ptr)

@@ -14,12 +14,14 @@ split-K, and the padded-row copy that makes unaligned operands TMA-eligible.
     back for an unaligned C. On the H200 the copies made 4095^3 273 us against 312 with torch's
     ``copy_`` (results/gemm-shapes-h200/round1.json).
 
-``split_kernel`` + ``split_reduce_kernel``, ``run_hybrid`` (swept, not dispatched)
+``split_kernel`` + ``split_reduce_kernel`` (dispatched for few output tiles with long K, see
+``gemm_tma.split_count``), ``run_hybrid`` (swept, not dispatched)
     Split-K over some tiles into FP32 partials in a tile-local layout, added in the fixed order
     0..split-1 (no atomics, the same bits every run); ``run_hybrid`` runs whole waves persistent and
-    splits only the last partial wave. Both lost on the H200 (round1.json): split-K 13.9-20.2 us
-    at 1024^3 against 10.8 for 64x128 tiles; the split tail of 128x256 tiles 238 us at
-    4096x4104x4096 against 209 for 256x128 tiles, which need no tail there.
+    splits only the last partial wave. Where K is short they lost on the H200 (round1.json):
+    split-K 13.9-20.2 us at 1024^3 against 10.8 for 64x128 tiles; the split tail of 128x256 tiles
+    238 us at 4096x4104x4096 against 209 for 256x128 tiles, which need no tail there. With K =
+    16384 over a 1024x1024 output, 4 splits of 128x256 tiles won (gemm-95-h200/round1.json).
 
 Traffic (compulsory): read A (M*K) + B (K*N) + write C (M*N) elements; FLOPs 2*M*N*K; split-K
 adds split*tiles*BLOCK_M*BLOCK_N FP32 written and read back; a padded copy reads and writes its

@@ -36,6 +36,9 @@ SKINNY_MAX_M = 64  # one 64-wide tensor-core N side holds every token: B is read
 # - the most programs up to 2 per SM for <= 32 tokens (1x4096x4096 128 / 256 / 512 programs:
 #   15.2 / 13.8 / 15.8 us), 1 per SM for 64 tokens, whose tiles hold 4x the shared memory
 #   (64x4096x4096 64 / 128 / 256: 14.4 / 13.8 / 16.8 us).
+# - 33..64 tokens and N >= 8192: 64-deep K steps 6 stages deep (144 KB of shared memory) instead of
+#   128-deep 3 stages: 64x14336x4096 40.4 us cold against 42.1 (cuBLAS 39.8; warm 30.9 / 33.1 /
+#   30.9); 64-row B tiles, 2 splits or 4 stages were slower (40.4-52.2; gemm-95-h200/round1.json).
 SKINNY_WIDE_N = 8192
 SKINNY_PROGRAMS_PER_SM = 2
 SKINNY_PROGRAMS_PER_SM_64 = 1
@@ -59,6 +62,8 @@ class SkinnyPlan:
         block_m = max(16, triton.next_power_of_2(max(int(M), 1)))
         wide = N >= SKINNY_WIDE_N
         block_n, block_k, stages = (128, 128, 3) if wide else (64, 128, 4)
+        if wide and block_m > 32:  # 64-step K, 6 stages: more loads in flight per program
+            block_k, stages = 64, 6
         per_sm = SKINNY_PROGRAMS_PER_SM_64 if block_m > 32 else SKINNY_PROGRAMS_PER_SM
         tiles = triton.cdiv(N, block_n) * triton.cdiv(M, block_m)
         k_steps = triton.cdiv(K, block_k)

@@ -90,6 +90,12 @@ _CONFIGS = [
     # 32-row tiles, only for small problems (_prune): 127x255x65 ran 8.0 us cold against 9.8 for
     # 64x64 and 9.6 for cuBLAS (warm 3.9 / 5.7 / 5.3; results/gemm-shapes-h200/round1.json).
     _cfg(32, 64, 64, 4, 4),
+    # 32x32 tiles, 128- or 64-deep K steps (a K of 65-255 in one or few steps, more programs):
+    # 127x255x65 7.1 us cold against 7.9 for 32x64x64 (cuBLAS 9.0), its dB (65x255x127) 7.0 vs
+    # 9.0 (cuBLAS 10.3), its dA (127x65x255) 8.9 with 64-deep steps vs 10.0 (cuBLAS 10.2); warm
+    # 3.4-4.1 vs 4.0-5.0 (results/gemm-95-h200/round1.json).
+    _cfg(32, 32, 128, 2, 4),
+    _cfg(32, 32, 64, 3, 4),
 ]
 SMALL_WORK = 1 << 18  # M_BUCKET * N up to this: 32-row tiles are tried too
 

@@ -15,7 +15,8 @@ Schedules: ``PERSISTENT = False`` launches one program per output tile in groupe
 ``PERSISTENT = True`` launches at most one program per SM; each walks the tiles in the same order
 with a stride of the grid size. Configs with ``FLATTEN`` run ``gemm_persistent.persistent_kernel``
 instead (the flattened persistent loop); so does any config when C's rows are not 16-byte aligned
-(the pad path), with a pointer-store epilogue.
+(the pad path), with a pointer-store epilogue. ``SPLIT_TILE`` runs ``gemm_persistent.run_split``
+(split-K, fixed-order reduction) with ``split_count`` splits.
 
 Traffic (compulsory): read A (M*K) + B (K*N) + write C (M*N) elements; FLOPs 2*M*N*K.
 """
@@ -191,7 +192,15 @@ MID = _cfg(128, 128, 64, 4, 8)
 # cold, the first K steps wait on DRAM, and more of them in flight hide it.
 NARROW = _cfg(64, 128, 64, 6, 4)
 TINY = _cfg(64, 64, 64, 4, 4)
-CONFIGS = [WIDE, TALL, WIDE_FLAT, TALL_FLAT, MID, NARROW, TINY]
+# Split-K for outputs under half a wave with K > FLAT_MAX_K (dB of a short layer: 1024x1024 from
+# 16384 tokens): 128x256 tiles, each split over K into FP32 partials added in a fixed order
+# (gemm_persistent.run_split; no atomics), split count from the SM count (split_count). 1024x1024
+# x16384 TN: 4 splits 56.4 us cold against 58.6 for one wave of 64x128 tiles (cuBLAS 51.9; warm
+# 53.7 / 55.8); 128x128 tiles in 2 splits 58.0, in 4 64.7 (results/gemm-95-h200/round1.json).
+SPLIT_TILE = _cfg(128, 256, 64, 3, 8)
+SPLIT_MIN_K = 8192
+SPLIT_MIN_STEPS = 16  # each split reduces >= 16 BLOCK_K steps: its partials stay a small share
+CONFIGS = [WIDE, TALL, WIDE_FLAT, TALL_FLAT, MID, NARROW, TINY, SPLIT_TILE]
 INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4,
                       "PERSISTENT": False, "WS": False}  # fmt: skip
 
@@ -223,6 +232,8 @@ def choose(M: int, N: int, sm_count: int, K: int = FLAT_MAX_K) -> triton.Config:
       us), 128x128 3 half-cost waves (43.4 us). 128x256 and 256x128 run the flattened persistent
       loop when K <= FLAT_MAX_K."""
     if triton.cdiv(M, 128) * triton.cdiv(N, 256) <= sm_count // 2:
+        if K >= SPLIT_MIN_K and split_count(M, N, K, sm_count, SPLIT_TILE) > 1:
+            return SPLIT_TILE
         narrow = triton.cdiv(M, 64) * triton.cdiv(N, 128)
         if narrow > sm_count:
             return MID
@@ -238,6 +249,18 @@ def choose(M: int, N: int, sm_count: int, K: int = FLAT_MAX_K) -> triton.Config:
     if K <= FLAT_MAX_K:
         return WIDE_FLAT if best == "wide" else TALL_FLAT
     return WIDE if best == "wide" else TALL
+
+
+def split_count(M: int, N: int, K: int, sm_count: int, cfg: triton.Config) -> int:
+    """K splits of ``cfg``'s tiles: the largest power of two that keeps tiles x splits within one
+    wave (``sm_count`` programs) with >= SPLIT_MIN_STEPS K steps per split. The caller passes M's
+    bucket and K's class, so every shape of a key gets the same split."""
+    tiles = triton.cdiv(M, cfg.kwargs["BLOCK_M"]) * triton.cdiv(N, cfg.kwargs["BLOCK_N"])
+    steps = triton.cdiv(K, cfg.kwargs["BLOCK_K"])
+    split = 1
+    while tiles * split * 2 <= sm_count and steps >= 2 * split * SPLIT_MIN_STEPS:
+        split *= 2
+    return split
 
 
 def grid(M: int, N: int, meta: dict, sm_count: int) -> tuple[int]:

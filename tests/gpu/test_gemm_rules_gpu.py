@@ -1,0 +1,80 @@
+"""Full-size checks of the GEMM rules added in the gemm-95 round (issue 11) on a CUDA GPU: split-K
+for dB with few output tiles, the 64-token skinny plan for wide N, 32x32 pointer tiles for tiny
+odd products, and a padded ``out`` on the pad path. FP64 references; outputs NaN-poisoned.
+
+    pytest tests/gpu/test_gemm_rules_gpu.py -q
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from warpgauge._device import interpreter_enabled
+from warpgauge.kernels import gemm as gemm_mod
+from warpgauge.kernels.gemm import compiled_variants, gemm, gemm_backward
+from warpgauge.reference import assert_close
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available() or interpreter_enabled(),
+        reason="needs a CUDA GPU (and TRITON_INTERPRET unset)",
+    ),
+]
+
+
+def rand(*shape, dtype=torch.bfloat16, seed=0, scale=1.0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.randn(*shape, generator=g, device="cuda") * scale).to(dtype)
+
+
+def ref64(a, b):
+    return (a.double() @ b.double()).to(a.dtype)
+
+
+def test_split_k_db_matches_fp64_and_compiles_once_per_class():
+    # dB of a 1024 -> 1024 layer: 1024x1024 from T tokens; every T > 4096 shares K class 8192
+    K, N = 1024, 1024
+    sms = gemm_mod.device_info(torch.device("cuda")).sm_count
+    assert gemm_mod.tma.choose(K, N, sms, gemm_mod.tma.k_class(16384)) is gemm_mod.tma.SPLIT_TILE
+    w = rand(N, K, seed=1)
+    x, g = rand(16384, K, seed=2), rand(16384, N, seed=3, scale=0.05)
+    _, db = gemm_backward(g, x, w.t(), False, True)
+    assert_close(db, ref64(x.t(), g), msg="16384 tokens")
+    torch.cuda.synchronize()
+    before = compiled_variants("k")
+    for T in (4097, 9000, 12345):
+        x, g = rand(T, K, seed=T), rand(T, N, seed=T + 1, scale=0.05)
+        _, db = gemm_backward(g, x, w.t(), False, True)
+        assert_close(db, ref64(x.t(), g), msg=f"{T} tokens")
+        _, again = gemm_backward(g, x, w.t(), False, True)
+        assert torch.equal(db, again)  # fixed-order reduction: the same bits every call
+    assert compiled_variants("k") == before
+
+
+@pytest.mark.parametrize("M", [33, 64])
+def test_skinny_64_token_wide_plan_matches_fp64(M):
+    a, b = rand(M, 4096, seed=M), rand(4096, 14336, seed=5, scale=4096**-0.5)
+    assert gemm_mod._path(a, b, torch.empty(M, 14336, device="cuda"), "m") == "skinny"
+    out = torch.full((M, 14336), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert_close(gemm(a, b, out=out), ref64(a, b), msg=f"M={M}")
+
+
+@pytest.mark.parametrize("M,N,K", [(127, 255, 65), (65, 255, 127), (127, 65, 255)])
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN"])
+def test_tiny_odd_products_match_fp64(M, N, K, layout):
+    a = rand(K, M, seed=M).t() if layout[0] == "T" else rand(M, K, seed=M)
+    b = rand(N, K, seed=N).t() if layout[1] == "T" else rand(K, N, seed=N)
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert_close(gemm(a, b, out=out), ref64(a, b), msg=f"{M}x{N}x{K} {layout}")
+
+
+def test_pad_path_into_padded_out_matches_fp64():
+    n = 4095
+    a, b = rand(n, n, seed=7), rand(n, n, seed=8, scale=n**-0.5)
+    out = torch.full((n, 4096), float("nan"), dtype=torch.bfloat16, device="cuda")[:, :n]
+    assert gemm_mod._path(a, b, out, "m") == "pad"
+    assert gemm(a, b, out=out) is out
+    assert_close(out, ref64(a, b))
+    assert torch.equal(gemm(a, b), out)  # the contiguous result (copied back): the same bits
