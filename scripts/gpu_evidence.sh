@@ -119,12 +119,13 @@ tests2_part() {  # the lanes that did not finish in s6a, split finer, verbose wi
   pack gputests2
 }
 
-final_tests_part() {  # the fault run and the replay path (correctness; side by side)
+final_tests_part() {  # the fault run, the replay path, GEMM and INT4 (correctness; side by side)
   local d="$OUT/gputests3" P="python3 -m pytest -v -p no:cacheprovider -rfE --durations=8"
   mkdir -p "$d"
   echo "[$(stamp)] gpu tests (final set)"
   ( timeout -k 5 240 $P -s tests/gpu/test_faults_gpu.py >"$d/faults.log" 2>&1; echo "exit $?" >>"$d/faults.log" ) &
   ( timeout -k 5 200 $P tests/gpu/test_host_path_gpu.py >"$d/host_path.log" 2>&1; echo "exit $?" >>"$d/host_path.log" ) &
+  ( timeout -k 5 220 $P tests/gpu/test_gemm_int4_gpu.py tests/gpu/test_gemm_rules_gpu.py >"$d/gemm_int4.log" 2>&1; echo "exit $?" >>"$d/gemm_int4.log" ) &
   wait
   for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
   pack gputests3
@@ -215,7 +216,7 @@ case "${1:-}" in
     fi
     final_tests_part
     bench_part stability "${STAB_S:-200}" --quick --repeat 3 --lanes cold --ops softmax,add_rms_norm \
-      --skip 'compile_max*' --max-minutes 1.2
+      --skip 'compile*' --max-minutes 1.2
     if [ -n "${HOST:-}" ]; then bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1; fi
     ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b"; exit 2 ;;
