@@ -219,6 +219,18 @@ case "${1:-}" in
       --skip 'compile*' --max-minutes 1.2
     if [ -n "${HOST:-}" ]; then bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1; fi
     ;;
-  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b"; exit 2 ;;
+  final6c)  # carries .whl and .peers/c: the fault test and the GEMM rule tests again (side by
+    # side; a test still running after 50 s dumps its stacks), then alone: gemm, int4_linear, add
+    install_wheels .peers/c/liger_kernel-*.whl
+    d="$OUT/gputests4" P="python3 -m pytest -v -p no:cacheprovider -rfE --durations=8"
+    mkdir -p "$d"
+    ( timeout -k 5 120 $P -s tests/gpu/test_faults_gpu.py >"$d/faults.log" 2>&1; echo "exit $?" >>"$d/faults.log" ) &
+    ( timeout -k 5 100 $P -o faulthandler_timeout=50 tests/gpu/test_gemm_rules_gpu.py >"$d/gemm_rules.log" 2>&1; echo "exit $?" >>"$d/gemm_rules.log" ) &
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests4
+    bench_part fwd-gemm-int4 "${GI_S:-200}" --ops gemm,int4_linear,add --max-minutes 2.8
+    ;;
+  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c"; exit 2 ;;
 esac
 ls -la "$OUT"

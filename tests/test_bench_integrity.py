@@ -261,6 +261,8 @@ def test_a_call_stuck_in_the_driver_is_recorded_and_ends_the_process(tmp_path):
     hung = run["extra"]["hung"]
     assert [(h["group"], h["provider"]) for h in hung] == [("add/float32/1024", "stuck")]
     assert "stuck (build, gate and warm-up)" in hung[0]["what"]
+    # the session that ended here is recorded (the fake exit lets this one go on and close too)
+    assert "hung inside the driver" in run["extra"]["sessions"][0]["stopped_because"]
     assert any("blocked in the driver" in line for line in sv.ui.lines)
 
 

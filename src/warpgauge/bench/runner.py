@@ -98,7 +98,7 @@ class Runner:
 
     def run(self, out_root: Path | None = None, resume: Path | None = None) -> RunOutcome:
         sv, clock = self.sv, self.sv.clock
-        t_start = clock.now()
+        t_start = self._t_start = clock.now()
         deadline = t_start + self.suite.max_minutes * 60.0
         if resume is not None:
             run, done = self._open_resume(resume)
@@ -407,6 +407,11 @@ class Runner:
             run.setdefault("extra", {}).setdefault("hung", []).append(entry)
             run["status"] = "interrupted"
             run["notes"] = f"interrupted: {what} hung inside the driver"
+            t0 = getattr(self, "_t_start", None)
+            run["extra"].setdefault("sessions", []).append({  # this session ends here
+                "command": self.argv, "elapsed_s": None if t0 is None else sv.clock.now() - t0,
+                "phases": {}, "stopped_because": f"{what} hung inside the driver",
+            })  # fmt: skip
             art.write_run(self.run_dir, run)
             sv.ui.info(
                 f"{group_key} {name}: {what} did not return within {limit_s:g} s (blocked in the "
