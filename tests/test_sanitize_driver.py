@@ -13,6 +13,8 @@ def test_cases_reach_every_row_plan_kind(capsys):
         kinds = {ln.rsplit("plan=", 1)[1] for ln in listed if ln.startswith(op + ":")}
         assert kinds == {"resident", "looped", "split", "coop"}, (op, kinds)
     assert {ln.split(":")[0] for ln in listed} >= {"gemm", "int4_linear", "add"}
+    # the pipelined INT4 GEMVs (the batch-1 default) are forced too
+    assert any(ln.startswith("int4_linear:") and "pipeline=3" in ln for ln in listed)
 
 
 def test_row_cases_pass_on_the_interpreter(capsys):

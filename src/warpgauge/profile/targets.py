@@ -27,8 +27,8 @@ ROW_SHAPES = {  # plan -> two (rows, width) shapes that select it on a 132-SM H2
 }
 GEMM_SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096))
 INT4_SHAPES = {  # path -> (M, N, K); group 128. On 132 SMs the plan splits K below ~396 tiles
-    "gemv": ((1, 28672, 8192), (1, 28672, 4096)),  # 448 tiles of 64 rows: no split
-    "splitk": ((1, 4096, 4096), (1, 4096, 14336)),  # 64 tiles: split 4 and 8
+    "gemv": ((1, 28672, 8192), (1, 28672, 4096)),  # 896 tiles of 32 rows: no split
+    "splitk": ((1, 4096, 4096), (1, 4096, 14336)),  # 128 tiles: split 4 and 4
     "gemv_dot": ((16, 28672, 4096),),  # tensor-core GEMV, one 16-row tile
 }
 ADD_SHAPES = (1 << 20, 1 << 24)

@@ -174,6 +174,10 @@ def _cases(size: str):
         Int4Plan(block_m=16, block_n=64, split_k=2),
         Int4Plan(block_m=64, block_n=128, split_k=1, num_warps=8),
         Int4Plan(block_m=64, block_n=128, split_k=2, num_warps=8),
+        # the pipelined GEMVs (kernels/int4_gemv.py): FMA (the batch-1 default) and tensor-core
+        Int4Plan(block_m=1, block_n=32, groups_per_iter=4, split_k=1, num_warps=2, pipeline=3),
+        Int4Plan(block_m=1, block_n=32, groups_per_iter=4, split_k=2, num_warps=2, pipeline=3),
+        Int4Plan(block_m=16, block_n=64, groups_per_iter=2, split_k=2, num_warps=4, pipeline=3),
     ]
     for plan in int4_plans:
         for M in (1, 5) if plan.block_m <= 16 else (70,):
