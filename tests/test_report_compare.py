@@ -105,6 +105,23 @@ def test_rendering_inside_the_run_keeps_it_valid(rendered):
         png.write_bytes(original)
 
 
+def test_rates_above_the_measured_ceiling_get_their_own_section():
+    run = A.load_run(FIXTURE_RUN)
+    assert not any(b[1] == "Rates above the run's measured ceilings" for b in
+                   R.build_blocks(run, [], {}) if b[0] == "h2")  # fmt: skip
+    pr = next(p for c in run.cases for p in c["providers"] if p["status"] == "ok")
+    flag = {"metric": "tflops", "rate": 763.0, "ceiling": 724.0, "ceiling_max": 787.0,
+            "within_range": True}  # fmt: skip
+    pr.setdefault("extra", {})["above_ceiling"] = {"flags": [flag], "note": "x"}
+    blocks = R.build_blocks(run, [], {})
+    i = next(
+        i for i, b in enumerate(blocks) if b == ("h2", "Rates above the run's measured ceilings")
+    )
+    table = blocks[i + 2]
+    assert table[0] == "table" and len(table[2]) == 1
+    assert table[2][0][2] == "763 TFLOP/s" and table[2][0][5] == "yes"
+
+
 def test_render_elsewhere_leaves_the_run_untouched(tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(FIXTURE_RUN, run_dir)

@@ -334,6 +334,7 @@ def build_blocks(
             b.append(("table", headers, rows))
     if roofline is not None:
         b += roofline_blocks(*roofline)
+    b += above_ceiling_blocks(run)
     headers, rows = issues_table(run)
     b.append(("h2", "Providers not timed"))
     if rows:
@@ -344,6 +345,47 @@ def build_blocks(
     else:
         b.append(("p", "Every provider passed its gate and was timed in every case."))
     return b
+
+
+def above_ceiling_blocks(run: Run) -> list[tuple]:
+    """A section listing every provider whose rate the runner flagged above the run's own
+    measured ceiling (``extra.above_ceiling``, ``bench/integrity.above_ceilings``); none if none."""
+    rows = []
+    for c in run.cases:
+        for pr in c["providers"]:
+            flag = (pr.get("extra") or {}).get("above_ceiling")
+            for f in (flag or {}).get("flags", []):
+                unit = "TB/s" if f["metric"] == "tbps" else "TFLOP/s"
+                top = f.get("ceiling_max")
+                rows.append([c["case_id"], pr["label"], f"{f['rate']:.3g} {unit}",
+                             f"{f['ceiling']:.3g}", "-" if top is None else f"{top:.3g}",
+                             "yes" if f.get("within_range") else "no"])  # fmt: skip
+    if not rows:
+        return []
+    return [
+        ("h2", "Rates above the run's measured ceilings"),
+        (
+            "p",
+            f"{len(rows)} provider rate(s) are above the ceiling this run measured (the median "
+            "of its confirmation runs, `ceilings.json`). Within the confirmation range means "
+            "the rate is below the fastest confirmation run: the ceiling's runs disagreed "
+            "(clocks or a power cap changed between them), not the provider's timing. Above "
+            "the whole range, check the work model and the timing; in the warm lane inputs "
+            "may come from L2, which the DRAM copy ceiling does not cover.",
+        ),  # fmt: skip
+        (
+            "table",
+            [
+                "case",
+                "provider",
+                "rate",
+                "ceiling (median)",
+                "fastest confirmation",
+                "within range",
+            ],
+            rows,
+        ),  # fmt: skip
+    ]
 
 
 def _excluded(run: Run, op: str) -> list[str]:
