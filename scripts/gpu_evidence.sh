@@ -13,8 +13,27 @@
 # operators (softmax, add_rms_norm, row_sum, with QuACK and Liger), then a quick training-step run.
 # Every part has its own time limit and is packed into $OUT/<part>.tgz as soon as it ends, so what
 # finished comes back even if a later part is cut off. Timing parts run alone on the GPU.
+#
+# Since session 6 the tree is ~49 MB and the two wheel halves no longer fit beside it. QuACK's
+# CUTLASS DSL cu13 libraries travel instead as .peers/x1 .. .peers/x4 (the wheel's files as one
+# tar.xz, 64 MB, in four 16 MB parts), made here once with
+#   bash scripts/gpu_evidence.sh prep-quack PATH/nvidia_cutlass_dsl_libs_cu13-4.8.1-...whl
+# then four device calls back to back, `stash` carrying .peers/x1, x2, x3, x4 in turn, and the
+# timing call (final6, final6b) carrying .whl and .peers/c unpacks them (`install_peers`).
 set -uo pipefail
+[ "${1:-}" = prep-quack ] && [ -n "${2:-}" ] && set -- "$1" "$(realpath "$2")"
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = prep-quack ]; then  # here, not on the device: .peers/x1..x4 from the cu13 wheel
+  whl=$(realpath "${2:?usage: gpu_evidence.sh prep-quack WHEEL}"); tmp=$(mktemp -d)
+  python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$whl" "$tmp/x"
+  tar -cf - -C "$tmp/x" . | xz -T2 -9e >"$tmp/cu13.tar.xz"
+  split -b 16000000 -d -a 1 "$tmp/cu13.tar.xz" "$tmp/cu13x.part"
+  i=1; for f in "$tmp"/cu13x.part*; do mkdir -p ".peers/x$i"; mv "$f" ".peers/x$i/"; i=$((i + 1)); done
+  echo $((i - 1)) >.peers/x1/cu13x.count
+  sha256sum "$tmp/cu13.tar.xz" | cut -d' ' -f1 >.peers/x1/cu13x.sha256
+  rm -rf "$tmp"; ls -la .peers/x*; exit 0
+fi
+
 : "${OUT:?OUT must name the output folder}"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export WARPGAUGE_GIT_DIRTY="${WARPGAUGE_GIT_DIRTY:-0}"
@@ -29,6 +48,24 @@ install_wheels() {  # jsonschema (+ its deps) and whatever peers are staged
   mkdir -p "$site"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target "$site" .whl/*.whl "$@" >"$OUT/pip.log" 2>&1 || echo "wheel install failed (see pip.log)"
+}
+
+install_peers() {  # QuACK when the four stash calls ran on this machine (else Liger), then .peers/c
+  local n have
+  n=$(cat "$stage/cu13x.count" 2>/dev/null || echo 0)
+  have=$(ls "$stage"/cu13x.part* 2>/dev/null | wc -l)
+  if [ "$n" -gt 0 ] && [ "$have" -eq "$n" ] && \
+     [ "$(cat "$stage"/cu13x.part* | sha256sum | cut -d' ' -f1)" = "$(cat "$stage/cu13x.sha256")" ]; then
+    mkdir -p "$site"
+    cat "$stage"/cu13x.part* | python3 -c "import sys, tarfile
+t = tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz'); t.extractall(sys.argv[1], filter='data')" "$site" \
+      && echo "CUTLASS DSL cu13 libraries unpacked from $n staged parts"
+    install_wheels .peers/c/*.whl
+  else
+    echo "cu13 parts: $have of $n staged (run 'stash' with .peers/x1 .. x4 first): no QuACK"
+    install_wheels .peers/c/liger_kernel-*.whl
+  fi
+  python3 -c "import quack.softmax; print('quack ok')" 2>&1 | tail -n 1
 }
 
 bench_part() {  # bench_part NAME LIMIT_S ARGS...: one run under $OUT/NAME, validated and summarized
@@ -200,8 +237,15 @@ case "${1:-}" in
     install_wheels
     bench_part stability "${STAB_S:-300}" --quick --repeat 3 --lanes cold --skip 'compile_max*' --max-minutes 2.5
     ;;
-  final6)  # carries .whl and .peers/c (Liger): the whole default suite in one run
-    install_wheels .peers/c/liger_kernel-*.whl
+  stash)  # carries ONE of .peers/x1 .. .peers/x4 (the CUTLASS DSL cu13 libraries, tar.xz in four
+    # parts of 16 MB: the tree is ~49 MB, so no larger part fits a call); kept in /tmp for the
+    # next calls on the same warm machine (each call within 30 s of the last)
+    mkdir -p "$stage"
+    for d in .peers/x*/; do [ -d "$d" ] && cp "$d"* "$stage/"; done
+    ls -la "$stage"
+    ;;
+  final6)  # carries .whl and .peers/c: the whole default suite in one run (QuACK if stashed)
+    install_peers
     # compile_max_autotune is a diagnostic lane (never "best PyTorch", docs/methodology.md): left
     # out to fit one call; max-autotune-no-cudagraphs carries the autotuned kernels
     bench_part default "${DEFAULT_S:-560}" --max-minutes "${DEFAULT_MIN:-8.6}" \
