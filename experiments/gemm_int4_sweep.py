@@ -28,46 +28,8 @@ import torch
 import triton
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from graph_timer import bench_graph, l2_bytes  # noqa: E402  (same folder)
 from sweep_cases import all_cases  # noqa: E402  (same folder)
-
-
-def l2_bytes():
-    p = torch.cuda.get_device_properties(0)
-    return int(getattr(p, "L2_cache_size", 60 << 20))
-
-
-def bench_graph(fn, target_s=1.0e-3, replays=3):
-    """Median per-call time (s) over graph replays of n back-to-back calls."""
-    fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-    s.record()
-    for _ in range(3):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    t0 = max(s.elapsed_time(e) / 3e3, 1e-6)
-    n = int(min(max(target_s / t0, 4), 400))
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=stream):
-            for _ in range(n):
-                fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(replays):
-        s.record()
-        g.replay()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) / 1e3 / n)
-    ts.sort()
-    return ts[len(ts) // 2], ts[0], n
 
 
 def run_case(case, timing=True):

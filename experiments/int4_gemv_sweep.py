@@ -32,6 +32,11 @@ import triton
 from warpgauge.kernels import int4 as i4
 from warpgauge.quant import Int4Weight
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from graph_timer import bench_graph, l2_bytes  # noqa: E402  (same folder)
+
+MAX_CALLS = 300  # calls per graph at most
+
 DT = torch.bfloat16
 DEV = os.environ.get("INT4_SWEEP_DEVICE", "cuda")  # "cpu": a dry run under TRITON_INTERPRET=1
 FLAGS = (
@@ -171,10 +176,6 @@ def cases(which):
     return out
 
 
-def l2_bytes():
-    return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20))
-
-
 _CACHE = {}
 
 
@@ -258,39 +259,6 @@ def build(c, l2):
     return fn, check
 
 
-def bench_graph(fn, target_s=1.0e-3, replays=3):
-    fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-    s.record()
-    for _ in range(3):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    t0 = max(s.elapsed_time(e) / 3e3, 1e-6)
-    n = int(min(max(target_s / t0, 4), 300))
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=stream):
-            for _ in range(n):
-                fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(replays):
-        s.record()
-        g.replay()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) / 1e3 / n)
-    ts.sort()
-    return ts[len(ts) // 2], ts[0], n
-
-
 def run_case(c, l2, timing=True):
     rec = dict(c)
     try:
@@ -303,7 +271,7 @@ def run_case(c, l2, timing=True):
         rec["err"], rec["ok"] = check(out)
         rec["ok"] = bool(rec["ok"])
         if timing and rec["ok"]:
-            med, mn, n = bench_graph(fn)
+            med, mn, n = bench_graph(fn, max_calls=MAX_CALLS)
             rec.update(us=med * 1e6, us_min=mn * 1e6, n_graph=n)
     except Exception as exc:  # a variant that fails to compile or launch is a result
         rec["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -388,7 +356,7 @@ def copy_ceiling(nbytes=1 << 30):
     """A device-to-device copy of 1 GiB (read + write bytes per second, TB/s), graph-timed."""
     a = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
     b = torch.empty_like(a)
-    med, _, _ = bench_graph(lambda: b.copy_(a), target_s=5e-3)
+    med, _, _ = bench_graph(lambda: b.copy_(a), target_s=5e-3, max_calls=MAX_CALLS)
     return 2 * nbytes / med / 1e12
 
 
