@@ -168,6 +168,36 @@ final_tests_part() {  # the fault run, the replay path, GEMM and INT4 (correctne
   pack gputests3
 }
 
+props_part() {  # the GPU property tests, 4 shards of 125 examples per operator (correctness only)
+  local d="$OUT/props" i
+  mkdir -p "$d"
+  echo "[$(stamp)] property tests (4 shards)"
+  for i in 0 1 2 3; do
+    ( WARPGAUGE_GPU_PROPERTY_SHARD=$i/4 WARPGAUGE_PROPERTY_COUNTS="$d/props-counts-$i.json" \
+      timeout -k 5 "${PROPS_S:-240}" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_properties_gpu.py \
+      >"$d/props-$i.log" 2>&1; echo "exit $?" >>"$d/props-$i.log" ) &
+  done
+  wait
+  for f in "$d"/props-*.log; do printf '%s %s | %s\n' "$(basename "$f")" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+  pack props
+}
+
+tests7_part() {  # the GPU test lanes of session 7 (verbose, durations; a test past 120 s dumps stacks)
+  local d="$OUT/gputests7" P="python3 -m pytest -v -p no:cacheprovider -rfE --durations=8 -o faulthandler_timeout=120"
+  mkdir -p "$d"
+  lane() { local n=$1 t=$2; shift 2; t=${LANE_S:-$t}; ( timeout -k 5 "$t" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+  echo "[$(stamp)] gpu tests (session 7 lanes)"
+  lane rows 250 $P tests/gpu/test_rows_gpu.py
+  lane gemm_int4 250 $P tests/gpu/test_gemm_int4_gpu.py tests/gpu/test_gemm_rules_gpu.py
+  lane hardening 250 $P tests/gpu/test_determinism_gpu.py tests/gpu/test_indexing_gpu.py
+  lane training 250 $P tests/gpu/test_training_gpu.py tests/gpu/test_nn_gpu.py -k "not compiled"
+  lane engine 250 $P tests/gpu/test_host_path_gpu.py tests/gpu/test_bench_engine_gpu.py
+  wait
+  { nvidia-smi; python3 -c 'import torch,triton;print(torch.__version__,triton.__version__,torch.cuda.get_device_name())'; } >"$d/env.log" 2>&1
+  for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+  pack gputests7
+}
+
 case "${1:-}" in
   one)  # carries .peers/a (first half of the big wheel) and .whl
     mkdir -p "$stage" && cp .peers/a/* "$stage/" 2>/dev/null || echo "no .peers/a to stage"
@@ -275,6 +305,38 @@ case "${1:-}" in
     pack gputests4
     bench_part fwd-gemm-int4 "${GI_S:-200}" --ops gemm,int4_linear,add --max-minutes 2.8
     ;;
-  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c"; exit 2 ;;
+  s7h)  # carries .whl and .xchg: the helpers' sweeps, one after another, alone on the GPU
+    install_wheels
+    if [ -f .xchg/run_all.sh ]; then echo "[$(stamp)] helpers"; bash .xchg/run_all.sh >"$OUT/helpers.txt" 2>&1; tail -n 12 "$OUT/helpers.txt"; fi
+    ;;
+  s7a)  # carries .whl: correctness only, side by side: compute-sanitizer (memcheck, initcheck,
+    # racecheck), the property tests and the GPU test lanes
+    install_wheels
+    sanitize_part &
+    props_part &
+    tests7_part
+    wait
+    ;;
+  final7)  # carries .whl and .peers/c (after the four stash calls): the whole default suite, one run
+    install_peers
+    bench_part default "${DEFAULT_S:-590}" --max-minutes "${DEFAULT_MIN:-8.0}" \
+      --skip "${DEFAULT_SKIP:-compile_max_autotune}"
+    ;;
+  roof7)  # carries .whl: RESUME=results/<id> finishes a cut default run; host mode; then the
+    # Nsight Compute profiles and the experiments (ROOF_STAGES, scripts/roofline_evidence.sh)
+    install_wheels
+    if [ -n "${RESUME:-}" ]; then
+      mkdir -p "$OUT/resume" && cp -r "$RESUME" "$OUT/resume/"
+      bench_part resume "${RESUME_S:-300}" --resume "$OUT/resume/$(basename "$RESUME")"
+    fi
+    [ -n "${HOST:-1}" ] && bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    mkdir -p "$OUT/roofline"
+    echo "[$(stamp)] roofline stages: ${ROOF_STAGES:-fwd0 exp-a exp-b exp-c rest0}"
+    OUT="$OUT/roofline" bash scripts/roofline_evidence.sh ${ROOF_STAGES:-fwd0 exp-a exp-b exp-c rest0} \
+      >"$OUT/roofline/log.txt" 2>&1
+    tail -n 20 "$OUT/roofline/log.txt"
+    pack roofline
+    ;;
+  *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
