@@ -135,9 +135,19 @@ def test_gemm_backward_bit_identical():
         (100, Int4Plan(block_m=64, block_n=128, split_k=4, num_warps=8)),
         # the pipelined GEMVs (kernels/int4_gemv.py): FMA and tensor-core, split over K
         (1, Int4Plan(block_m=1, block_n=32, groups_per_iter=4, split_k=4, num_warps=2, pipeline=3)),
-        (8, Int4Plan(block_m=16, block_n=64, groups_per_iter=2, split_k=4, num_warps=4, pipeline=3)),
+        (
+            8,
+            Int4Plan(block_m=16, block_n=64, groups_per_iter=2, split_k=4, num_warps=4, pipeline=3),
+        ),
     ],
-    ids=["default-b1", "fma-split16", "dot-split8", "tiled-split4", "pipe-fma-split4", "pipe-dot-split4"],
+    ids=[
+        "default-b1",
+        "fma-split16",
+        "dot-split8",
+        "tiled-split4",
+        "pipe-fma-split4",
+        "pipe-dot-split4",
+    ],
 )
 def test_int4_split_k_bit_identical(M, plan):
     N, K = 8192, 8192
