@@ -328,14 +328,16 @@ case "${1:-}" in
     if [ -n "${RESUME:-}" ]; then
       mkdir -p "$OUT/resume" && cp -r "$RESUME" "$OUT/resume/"
       bench_part resume "${RESUME_S:-300}" --resume "$OUT/resume/$(basename "$RESUME")"
+      rm -rf "$OUT/resume"
     fi
-    [ -n "${HOST:-1}" ] && bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
-    mkdir -p "$OUT/roofline"
-    echo "[$(stamp)] roofline stages: ${ROOF_STAGES:-fwd0 exp-a exp-b exp-c rest0}"
-    OUT="$OUT/roofline" bash scripts/roofline_evidence.sh ${ROOF_STAGES:-fwd0 exp-a exp-b exp-c rest0} \
-      >"$OUT/roofline/log.txt" 2>&1
-    tail -n 20 "$OUT/roofline/log.txt"
-    pack roofline
+    [ "${HOST:-1}" = 1 ] && bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    for st in ${ROOF_STAGES:-fwd0 exp-a exp-b exp-c rest0}; do  # one archive per stage, packed as it ends
+      mkdir -p "$OUT/roof-$st"
+      echo "[$(stamp)] roofline stage $st"
+      OUT="$OUT/roof-$st" bash scripts/roofline_evidence.sh "$st" >"$OUT/roof-$st/log.txt" 2>&1
+      tail -n 6 "$OUT/roof-$st/log.txt"
+      pack "roof-$st"
+    done
     ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
