@@ -100,6 +100,16 @@ tests_part() {  # GPU tests in parallel lanes; correctness only, so sharing the 
   pack gputests
 }
 
+prop_shards() {  # prop_shards DIR LIMIT_S: tests/gpu/test_properties_gpu.py in 4 shards, side by side
+  local i
+  for i in 0 1 2 3; do
+    ( WARPGAUGE_GPU_PROPERTY_SHARD=$i/4 WARPGAUGE_PROPERTY_COUNTS="$1/props-counts-$i.json" \
+      timeout -k 5 "$2" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_properties_gpu.py \
+      >"$1/props-$i.log" 2>&1; echo "exit $?" >>"$1/props-$i.log" ) &
+  done
+  wait
+}
+
 hardening_part() {  # correctness only (shares the GPU with the tests): sanitizers, property tests
   local d="$OUT/hardening" i
   mkdir -p "$d/sanitize"
@@ -110,11 +120,7 @@ hardening_part() {  # correctness only (shares the GPU with the tests): sanitize
   for i in 0 1; do
     ( SANITIZE_SHARD=$i/2 SANITIZE_TIMEOUT=${HARDEN_S:-200} bash scripts/sanitize.sh "$d/sanitize/racecheck-$i" racecheck >/dev/null 2>&1 ) &
   done
-  for i in 0 1 2 3; do
-    ( WARPGAUGE_GPU_PROPERTY_SHARD=$i/4 WARPGAUGE_PROPERTY_COUNTS="$d/props-counts-$i.json" \
-      timeout -k 5 "${HARDEN_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_properties_gpu.py \
-      >"$d/props-$i.log" 2>&1; echo "exit $?" >>"$d/props-$i.log" ) &
-  done
+  prop_shards "$d" "${HARDEN_S:-200}" &
   wait
   grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|cases passed|^exit" "$d"/sanitize/*/*.log 2>/dev/null | sort | uniq -c
   for f in "$d"/props-*.log; do printf '%s %s\n' "$(basename "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
@@ -172,12 +178,7 @@ props_part() {  # the GPU property tests, 4 shards of 125 examples per operator 
   local d="$OUT/props" i
   mkdir -p "$d"
   echo "[$(stamp)] property tests (4 shards)"
-  for i in 0 1 2 3; do
-    ( WARPGAUGE_GPU_PROPERTY_SHARD=$i/4 WARPGAUGE_PROPERTY_COUNTS="$d/props-counts-$i.json" \
-      timeout -k 5 "${PROPS_S:-240}" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_properties_gpu.py \
-      >"$d/props-$i.log" 2>&1; echo "exit $?" >>"$d/props-$i.log" ) &
-  done
-  wait
+  prop_shards "$d" "${PROPS_S:-240}"
   for f in "$d"/props-*.log; do printf '%s %s | %s\n' "$(basename "$f")" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
   pack props
 }
