@@ -572,3 +572,84 @@ def test_any_two_aliased_inputs_refuse_a_replay(toy, monkeypatch, n):  # noqa: F
     _replay.call(launcher, (*xs[:-1], xs[0]), _run)
     assert len(calls) == 3 and _replay.STATS["refused"] == 1
     _replay.clear()
+
+
+class _SeenOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_replay_allocates_through_the_allocator_entry_unless_a_mode_could_see_it(
+    toy,  # noqa: F811
+    monkeypatch,
+):
+    """Without the test's NaN poisoning, a replay allocates with the allocator's own entry
+    (``_replay._direct_empty``: sizes, strides and dtype as recorded), and with ``torch.empty``
+    whenever torch.empty could behave otherwise: a dispatch mode active (it sees the ``empty``),
+    deterministic algorithms on (torch.empty fills the memory with NaN)."""
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    monkeypatch.setattr(_launch, "POISON", False)
+    direct = []
+    real = _replay._direct_empty
+
+    def counting(dev, current):
+        fn = real(dev, current)
+        assert fn is not None, "no direct allocator for a CPU allocation"
+        return lambda *a: direct.append(a) or fn(*a)
+
+    monkeypatch.setattr(_replay, "_direct_empty", counting)
+    _replay.clear()
+
+    def launcher(x):
+        y = _launch.empty((x.shape[0], 3 * x.shape[1]), torch.float32, x.device)
+        h = _launch.empty(x.shape, x.dtype, x.device)
+        _launch.launch(toy, (1,), x, y, x.numel(), 16, BLOCK=32)
+        _launch.launch(toy, (2,), x, h, x.numel(), 16, BLOCK=32)
+        return y.t(), h  # a view: rebuilt from the fresh allocation
+
+    ref = None
+    for _ in range(3):
+        ref = launcher(_x(4, 16))
+        y, h = _replay.call(launcher, (_x(4, 16),), _run)
+    assert _replay.STATS["replays"] == 1 and len(direct) == 2, _replay.STATS
+    assert direct == [((4, 48), (48, 1), torch.float32), ((4, 16), (16, 1), torch.float16)]
+    for got, want in ((y, ref[0]), (h, ref[1])):
+        assert (got.shape, got.stride(), got.dtype, got.device) == (
+            want.shape,
+            want.stride(),
+            want.dtype,
+            want.device,
+        )
+        assert got.storage_offset() == want.storage_offset() and not got.requires_grad
+    launched = {a for k in toy.compiled for launch in k.launches for a in launch}
+    assert y.data_ptr() in launched and h.data_ptr() in launched
+
+    seen = _SeenOps()
+    with seen:
+        _replay.call(launcher, (_x(4, 16),), _run)
+    assert _replay.STATS["replays"] == 2 and len(direct) == 2, "a mode active: torch.empty"
+    assert seen.ops.count(torch.ops.aten.empty.memory_format) == 2
+
+    prev = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        y, h = _replay.call(launcher, (_x(4, 16),), _run)
+    finally:
+        torch.use_deterministic_algorithms(prev)
+    assert _replay.STATS["replays"] == 3 and len(direct) == 2
+    assert torch.isnan(y).all() and torch.isnan(h).all(), "torch.empty's deterministic fill"
+    _replay.call(launcher, (_x(4, 16),), _run)
+    assert _replay.STATS["replays"] == 4 and len(direct) == 4
+    _replay.clear()
+
+
+def test_the_allocator_entry_is_used_only_on_the_recorded_device():
+    cpu = torch.device("cpu")
+    assert _replay._direct_empty(cpu, 0) is not None
+    assert _replay._direct_empty(torch.device("cuda", 1), 0) is None  # another GPU: torch.empty
+    assert _replay._direct_empty(torch.device("meta"), 0) is None
