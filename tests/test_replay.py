@@ -653,3 +653,75 @@ def test_the_allocator_entry_is_used_only_on_the_recorded_device():
     assert _replay._direct_empty(cpu, 0) is not None
     assert _replay._direct_empty(torch.device("cuda", 1), 0) is None  # another GPU: torch.empty
     assert _replay._direct_empty(torch.device("meta"), 0) is None
+
+
+def _entries(launcher):
+    return _replay._HITS[launcher].__globals__["ENTRIES"]
+
+
+def test_the_hits_guard_replays_only_what_the_key_would(eager_toy):
+    """The hit's guarded section (``_replay_hit._guarded``: Dynamo's C tensor guard, then the
+    scalars and the alignment) replays a call only where the key lookup would replay the same
+    recipe: every change of the key runs the launcher or the other signature's recipe; what the
+    key does not hold (requires_grad with grad mode off, a Parameter) replays through a guard
+    of its own."""
+    _eager, mod, calls = eager_toy
+    f = mod.f
+    x = _x(4, 16)
+    out = _eager.eager(mod, "f", (x, _x(4, 16), 0.5))  # a key-lookup replay learns its guard
+    entries = _entries(f)
+    assert len(entries) == 1 and out.shape == (4, 16)
+    replays = _replay.STATS["replays"]
+    out = _eager.eager(mod, "f", (x, _x(4, 16), 0.5))
+    assert _replay.STATS["replays"] == replays + 1 and len(calls) == 2
+    assert mod.toy.compiled[0].launches[-1][9:11] == (x.data_ptr(), out.data_ptr())
+    changed = {
+        "shape": (_x(5, 16), _x(4, 16), 0.5),
+        "dtype": (_x(4, 16, dtype=torch.bfloat16), _x(4, 16), 0.5),
+        "stride": (_x(4, 20)[:, :16], _x(4, 16), 0.5),
+        "misaligned": (_x(4 * 16 + 1)[1:].view(4, 16), _x(4, 16), 0.5),
+        "second tensor": (x, _x(4, 17), 0.5),
+        "scalar": (x, _x(4, 16), 0.25),
+        "scalar type": (x, _x(4, 16), 1),
+        "meta": (x, torch.empty(4, 16, device="meta", dtype=torch.float16), 0.5),
+    }
+    for name, args in changed.items():
+        before = len(calls)
+        got = _eager.eager(mod, "f", args)
+        if name == "meta":
+            assert got is _eager.OP, name
+        else:
+            assert len(calls) == before + 1, f"{name}: replayed another signature's recipe"
+    with torch.inference_mode():  # other dispatch keys: the key lookup, then a guard of its own
+        before = _replay.STATS["replays"]
+        _eager.eager(mod, "f", (x, _x(4, 16), 0.5))
+        _eager.eager(mod, "f", (x, _x(4, 16), 0.5))
+        assert _replay.STATS["replays"] == before + 2
+    n = len(calls)
+    xg, w = x.clone().requires_grad_(), torch.nn.Parameter(_x(4, 16), requires_grad=False)
+    with torch.no_grad():
+        for args in [(xg, _x(4, 16), 0.5), (x, w, 0.5)] * 2:
+            out = _eager.eager(mod, "f", args)
+            assert mod.toy.compiled[0].launches[-1][9:11] == (args[0].data_ptr(), out.data_ptr())
+    assert len(calls) == n and len(entries) == 4  # inference, requires_grad, Parameter, plain
+    assert _eager.eager(mod, "f", (xg, _x(4, 16), 0.5)) is _eager.GRAD  # grad on: autograd
+
+
+def test_the_hit_keeps_a_few_recent_guards_and_replays_each_signature_with_its_recipe(eager_toy):
+    _eager, mod, calls = eager_toy
+    from warpgauge.kernels import _replay_hit
+
+    rows = range(1, _replay_hit.MAX_ENTRIES + 3)
+    for _ in range(3):  # each row count: seen, recorded, then replayed by key
+        for r in rows:
+            out = _eager.eager(mod, "f", (_x(r, 16), _x(r, 16), 0.5))
+    entries = _entries(mod.f)
+    assert len(entries) == _replay_hit.MAX_ENTRIES
+    n = len(calls)
+    for r in [*rows, *rows]:
+        x = _x(r, 16)
+        out = _eager.eager(mod, "f", (x, _x(r, 16), 0.5))
+        assert out.shape == (r, 16), "another signature's recipe"
+        assert (x.data_ptr(), out.data_ptr()) in [k.launches[-1][9:11] for k in mod.toy.compiled]
+    assert len(calls) == n
+    assert _entries(mod.f) is entries and len(entries) == _replay_hit.MAX_ENTRIES
