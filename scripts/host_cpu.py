@@ -84,6 +84,9 @@ def cases():
     ]  # fmt: skip
 
 
+CLOCK = time.perf_counter  # --clock thread: time.thread_time (this thread's CPU time)
+
+
 def measure(variants: dict, rounds: int, calls: int) -> dict:
     for fn in variants.values():
         for _ in range(20):
@@ -96,10 +99,10 @@ def measure(variants: dict, rounds: int, calls: int) -> dict:
             j = k % len(names)
             for n in names[j:] + names[:j]:
                 fn = variants[n]
-                t0 = time.perf_counter()
+                t0 = CLOCK()
                 for _ in range(calls):
                     fn()
-                samples[n].append((time.perf_counter() - t0) / calls * 1e6)
+                samples[n].append((CLOCK() - t0) / calls * 1e6)
     finally:
         gc.enable()
     return {n: {"min_us": min(s), "median_us": statistics.median(s)} for n, s in samples.items()}
@@ -236,6 +239,13 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     ap.add_argument("--ops", default="", help="comma list of ops (default: all)")
     ap.add_argument(
+        "--clock",
+        choices=("wall", "thread"),
+        default="wall",
+        help="thread: time each loop by this thread's CPU time (time.thread_time), which a "
+        "machine shared with other processes disturbs less than the wall clock",
+    )
+    ap.add_argument(
         "--breakdown",
         action="store_true",
         help="scripts/host_cost.py's breakdown (parts of a call) instead, GPU faked",
@@ -251,10 +261,16 @@ def main(argv=None):
         help="instead: each op with the unrolled replay hit off, then on, in one process",
     )
     args = ap.parse_args(argv)
+    global CLOCK
+    CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
     import fake_gpu
 
     fake_gpu.install()
     import torch
+
+    # one intra-op thread: the PyTorch rows' CPU compute would otherwise wake worker threads
+    # that compete with the measured (host-path, single-threaded) calls on a shared machine
+    torch.set_num_threads(1)
 
     if args.breakdown:
         return breakdown(args)
@@ -266,7 +282,7 @@ def main(argv=None):
     from warpgauge.kernels import _replay
 
     only = set(filter(None, args.ops.split(",")))
-    res = {"torch": torch.__version__, "python": sys.version.split()[0],
+    res = {"torch": torch.__version__, "python": sys.version.split()[0], "clock": args.clock,
            "calls": args.calls, "rounds": args.rounds, "ops": {}}  # fmt: skip
     for op, fwd, gfwd, fwdbwd, theirs in cases():
         if only and op not in only:
