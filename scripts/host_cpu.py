@@ -198,6 +198,29 @@ def pieces(args):
         return torch._C._FunctionBase.__dict__["apply"].__get__(None, F)
 
     sizes = torch.Size((32, 127))
+    guards = torch._C._dynamo.guards
+    r, w = x.clone(), torch.randn(127).to(bf)
+    check3 = guards.TensorGuards(x, r, w, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+    per = {nested((x, r, w)): 1}
+    packed = torch.randint(0, 100, (256, 32), dtype=torch.int32)
+    scales = torch.randn(2, 256).to(bf)
+
+    def int4_function(bundled):
+        class F(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, t, *weight):
+                y = torch.empty(32, 127, dtype=bf)
+                p, sc, g = weight[0] if bundled else weight
+                ctx.group_size = g
+                ctx.save_for_backward(p, sc)
+                return y
+
+            @staticmethod
+            def backward(ctx, g):
+                return (g,) + (None,) * (1 if bundled else 3)
+
+        return torch._C._FunctionBase.__dict__["apply"].__get__(None, F)
+
     items = {
         "torch.empty(32, 127, dtype=, device=)": lambda: torch.empty(32, 127, dtype=bf, device=dev),
         "torch.empty((32, 127), dtype=, device=)": lambda: torch.empty(
@@ -209,10 +232,21 @@ def pieces(args):
         "partial(torch.empty, 32, 127, dtype=, device=)()": functools.partial(
             torch.empty, 32, 127, dtype=bf, device=dev
         ),
+        "partial(_dynamo.guards._empty_strided_cpu, sizes, strides, dtype)()": functools.partial(
+            guards._empty_strided_cpu, (32, 127), (127, 1), bf
+        ),
         "x.new_empty(32, 127)": lambda: x.new_empty(32, 127),
         "torch.empty_like(x)": lambda: torch.empty_like(x),
         "signature of (x,), one tuple per tensor": lambda: nested((x,)),
         "signature of (x,), flat": lambda: flat((x,)),
+        "key of (x, r, w) and its dict lookup": lambda: per.get(nested((x, r, w))),
+        "TensorGuards.check(x, r, w)": functools.partial(check3, x, r, w),
+        "Function apply (x, packed, scales, 128), saves packed, scales": functools.partial(
+            int4_function(False), xg, packed, scales, 128
+        ),
+        "Function apply (x, (packed, scales, 128)), saves packed, scales": functools.partial(
+            int4_function(True), xg, (packed, scales, 128)
+        ),
         "Function apply, forward only allocates": functools.partial(function(None), xg),
         "... + ctx.save_for_backward(y)": functools.partial(function("method"), xg),
         "... + ctx.to_save = (y,)": functools.partial(function("attribute"), xg),
