@@ -356,9 +356,9 @@ def _generate(recipe):
         "DEVICE": recipe.device,
         "EMPTY": _launch.empty if _launch.POISON else torch.empty,
         "NEW": object.__new__,
-        "DET": torch._C._get_deterministic_algorithms,
-        "DMODES": torch._C._len_torch_dispatch_stack,
-        "FMODES": torch._C._len_torch_function_stack,
+        "DET": _MODE_CHECKS[0],
+        "DMODES": _MODE_CHECKS[1],
+        "FMODES": _MODE_CHECKS[2],
     }
     n_in = recipe.n_in
     src = [
@@ -392,6 +392,8 @@ def _generate(recipe):
         src.append("        return REFUSED")
     allocs = recipe.allocs
     direct = [_direct_empty(dev, recipe.device) for _, _, dev in allocs]
+    if None in _MODE_CHECKS:  # a torch without one of the checks: torch.empty always
+        direct = [None] * len(allocs)
     for j, (shape, dtype, dev) in enumerate(allocs):
         if not _launch.POISON:
             # torch.empty with its sizes (int arguments: parsed faster than a tuple), dtype and
@@ -469,6 +471,18 @@ def _generate(recipe):
     ptrs = "".join(f", tensors[{i}].data_ptr()" for i in range(n_in))
     exec(f"def run(tensors):\n    return replay(tensors{ptrs})", ns)  # noqa: S102
     return ns["replay"], ns["run"]
+
+
+# What makes torch.empty differ from the allocator's own entry: deterministic algorithms (it may
+# fill the memory), dispatch modes and function modes (they see it and may change it).
+_MODE_CHECKS = tuple(
+    getattr(torch._C, name, None)
+    for name in (
+        "_get_deterministic_algorithms",
+        "_len_torch_dispatch_stack",
+        "_len_torch_function_stack",
+    )
+)
 
 
 def _direct_empty(dev, current):
