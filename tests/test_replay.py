@@ -589,20 +589,20 @@ def test_replay_allocates_through_the_allocator_entry_unless_a_mode_could_see_it
     monkeypatch,
 ):
     """Without the test's NaN poisoning, a replay allocates with the allocator's own entry
-    (``_replay._direct_empty``: sizes, strides and dtype as recorded), and with ``torch.empty``
+    (``_launch.direct_empty``: sizes, strides and dtype as recorded), and with ``torch.empty``
     whenever torch.empty could behave otherwise: a dispatch mode active (it sees the ``empty``),
     deterministic algorithms on (torch.empty fills the memory with NaN)."""
     monkeypatch.setattr(_replay, "ANY_DEVICE", True)
     monkeypatch.setattr(_launch, "POISON", False)
     direct = []
-    real = _replay._direct_empty
+    real = _launch.direct_empty
 
     def counting(dev, current):
         fn = real(dev, current)
         assert fn is not None, "no direct allocator for a CPU allocation"
         return lambda *a: direct.append(a) or fn(*a)
 
-    monkeypatch.setattr(_replay, "_direct_empty", counting)
+    monkeypatch.setattr(_launch, "direct_empty", counting)
     _replay.clear()
 
     def launcher(x):
@@ -650,9 +650,9 @@ def test_replay_allocates_through_the_allocator_entry_unless_a_mode_could_see_it
 
 def test_the_allocator_entry_is_used_only_on_the_recorded_device():
     cpu = torch.device("cpu")
-    assert _replay._direct_empty(cpu, 0) is not None
-    assert _replay._direct_empty(torch.device("cuda", 1), 0) is None  # another GPU: torch.empty
-    assert _replay._direct_empty(torch.device("meta"), 0) is None
+    assert _launch.direct_empty(cpu, 0) is not None
+    assert _launch.direct_empty(torch.device("cuda", 1), 0) is None  # another GPU: torch.empty
+    assert _launch.direct_empty(torch.device("meta"), 0) is None
 
 
 def _entries(launcher):

@@ -88,7 +88,7 @@ def test_replay_without_poisoning_is_bitwise_the_normal_path(name, monkeypatch):
     guards; outputs on the inputs' device, bit-identical to the normal path."""
     monkeypatch.setattr(_launch, "POISON", False)
     _replay.clear()  # recipes generated now, without poisoning
-    assert _replay._direct_empty(torch.device(DEV, torch.cuda.current_device()),
+    assert _launch.direct_empty(torch.device(DEV, torch.cuda.current_device()),
                                  torch.cuda.current_device()) is not None  # fmt: skip
     ops, inputs = _calls()
     fn = ops[name]

@@ -80,6 +80,32 @@ def empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return t
 
 
+# What makes torch.empty differ from the allocator's own entry: deterministic algorithms (it may
+# fill the memory), dispatch modes and function modes (they see it and may change it).
+MODE_CHECKS = tuple(
+    getattr(torch._C, name, None)
+    for name in (
+        "_get_deterministic_algorithms",
+        "_len_torch_dispatch_stack",
+        "_len_torch_function_stack",
+    )
+)
+
+
+def direct_empty(dev, current):
+    """The allocator's own entry for a replay's allocation on ``dev`` (Inductor's
+    ``empty_strided_cuda``/``_cpu``: sizes, strides and dtype straight to ``at::detail``, without
+    torch.empty's argument parsing and dispatch; 0.44 against 1.03 us per call on the CPU
+    machine), or None. The CUDA one allocates on the current device, so only for an allocation
+    on ``current`` (the recording's device, which every replay checks first)."""
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    if dev.type == "cuda" and dev.index == current:
+        return getattr(guards, "_empty_strided_cuda", None)
+    if dev.type == "cpu":
+        return getattr(guards, "_empty_strided_cpu", None)
+    return None
+
+
 @functools.lru_cache(maxsize=4096)
 def _plan_for(rows: int, width: int, sm_count: int, op: str = "") -> RowPlan:
     from .plans import RowPlan  # imports triton: not at ``import warpgauge`` time

@@ -356,9 +356,9 @@ def _generate(recipe):
         "DEVICE": recipe.device,
         "EMPTY": _launch.empty if _launch.POISON else torch.empty,
         "NEW": object.__new__,
-        "DET": _MODE_CHECKS[0],
-        "DMODES": _MODE_CHECKS[1],
-        "FMODES": _MODE_CHECKS[2],
+        "DET": _launch.MODE_CHECKS[0],
+        "DMODES": _launch.MODE_CHECKS[1],
+        "FMODES": _launch.MODE_CHECKS[2],
     }
     n_in = recipe.n_in
     src = [
@@ -391,8 +391,8 @@ def _generate(recipe):
         src.append(f"    if len({{{', '.join(ins)}}}) != {n_in}:")
         src.append("        return REFUSED")
     allocs = recipe.allocs
-    direct = [_direct_empty(dev, recipe.device) for _, _, dev in allocs]
-    if None in _MODE_CHECKS:  # a torch without one of the checks: torch.empty always
+    direct = [_launch.direct_empty(dev, recipe.device) for _, _, dev in allocs]
+    if None in _launch.MODE_CHECKS:  # a torch without one of the checks: torch.empty always
         direct = [None] * len(allocs)
     for j, (shape, dtype, dev) in enumerate(allocs):
         if not _launch.POISON:
@@ -409,9 +409,9 @@ def _generate(recipe):
         for j, (shape, dtype, dev) in enumerate(allocs):
             ns[f"S{j}"], ns[f"D{j}"], ns[f"V{j}"] = shape, dtype, dev
     elif any(f is not None for f in direct):
-        # The allocator's own entry (``_direct_empty``) where torch.empty's dispatch could not
-        # differ from it: not with a dispatch or function mode active (they see and may change
-        # torch.empty), nor with deterministic algorithms on (torch.empty may then fill).
+        # The allocator's own entry (``_launch.direct_empty``) where torch.empty's dispatch
+        # could not differ from it: not with a dispatch or function mode active (they see and
+        # may change torch.empty), nor with deterministic algorithms on (it may then fill).
         src.append("    if DET() or DMODES() or FMODES():")
         src += [f"        a{j} = E{j}()" for j in range(len(allocs))]
         src.append("    else:")
@@ -471,32 +471,6 @@ def _generate(recipe):
     ptrs = "".join(f", tensors[{i}].data_ptr()" for i in range(n_in))
     exec(f"def run(tensors):\n    return replay(tensors{ptrs})", ns)  # noqa: S102
     return ns["replay"], ns["run"]
-
-
-# What makes torch.empty differ from the allocator's own entry: deterministic algorithms (it may
-# fill the memory), dispatch modes and function modes (they see it and may change it).
-_MODE_CHECKS = tuple(
-    getattr(torch._C, name, None)
-    for name in (
-        "_get_deterministic_algorithms",
-        "_len_torch_dispatch_stack",
-        "_len_torch_function_stack",
-    )
-)
-
-
-def _direct_empty(dev, current):
-    """The allocator's own entry for a replay's allocation on ``dev`` (Inductor's
-    ``empty_strided_cuda``/``_cpu``: sizes, strides and dtype straight to ``at::detail``, without
-    torch.empty's argument parsing and dispatch; 0.44 against 1.03 us per call on the CPU
-    machine), or None. The CUDA one allocates on the current device, so only for an allocation
-    on ``current`` (the recording's device, which every replay checks first)."""
-    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
-    if dev.type == "cuda" and dev.index == current:
-        return getattr(guards, "_empty_strided_cuda", None)
-    if dev.type == "cpu":
-        return getattr(guards, "_empty_strided_cpu", None)
-    return None
 
 
 def _result_plan(out, allocs):

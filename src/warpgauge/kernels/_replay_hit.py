@@ -130,7 +130,8 @@ def _guarded(tensors, scalars):
         [
             "    if LA._RECORDING is None and RP.ENABLED and LA.FAST:",
             "        for check, sc, al, recipe, cuda in ENTRIES:",
-            f"            if check({', '.join(tensors)}) and {sc} == sc and (cuda or RP.ANY_DEVICE):",
+            f"            if check({', '.join(tensors)}) and {sc} == sc"
+            " and (cuda or RP.ANY_DEVICE):",
             *[f"                d_{t} = {t}.data_ptr()" for t in tensors],
             f"                if {al} == al:",
             f"                    out = recipe.fast({tup}{ptrs})",
