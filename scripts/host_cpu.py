@@ -266,6 +266,33 @@ def pieces(args):
     return out
 
 
+def cycle(args):
+    """``wg.softmax`` called in turn on 1, 2, 4 and 6 shapes (32..37 rows of 127), us per call:
+    a launcher with more recorded signatures than its hit keeps guards for."""
+    import torch
+
+    import warpgauge as wg
+
+    out = {}
+    variants = {}
+    for n in (1, 2, 4, 6):
+        xs = [torch.randn(32 + i, 127).to(torch.bfloat16) for i in range(n)]
+
+        def run(xs=xs):
+            for t in xs:
+                wg.softmax(t)
+
+        variants[f"{n} shapes in turn"] = run
+    for name, cell in measure(variants, args.rounds, args.calls).items():
+        n = int(name.split()[0])
+        out[name] = {k: v / n for k, v in cell.items()}
+        print(f"  {name:20s} {out[name]['min_us']:.2f} us per call", flush=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(out, fh, indent=1)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=2000)
@@ -294,6 +321,11 @@ def main(argv=None):
         action="store_true",
         help="instead: each op with the unrolled replay hit off, then on, in one process",
     )
+    ap.add_argument(
+        "--cycle",
+        action="store_true",
+        help="instead: softmax on 1, 2, 4, 6 shapes in turn (more signatures than guards)",
+    )
     args = ap.parse_args(argv)
     global CLOCK
     CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
@@ -312,6 +344,8 @@ def main(argv=None):
         return hit_ab(args)
     if args.pieces:
         return pieces(args)
+    if args.cycle:
+        return cycle(args)
 
     from warpgauge.kernels import _replay
 

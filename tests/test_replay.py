@@ -725,3 +725,18 @@ def test_the_hit_keeps_a_few_recent_guards_and_replays_each_signature_with_its_r
         assert (x.data_ptr(), out.data_ptr()) in [k.launches[-1][9:11] for k in mod.toy.compiled]
     assert len(calls) == n
     assert _entries(mod.f) is entries and len(entries) == _replay_hit.MAX_ENTRIES
+    # all entries in use: a key-lookup replay replaces one only every EVICT_EVERY-th time ...
+    kept = list(entries)
+    _replay._HITS[mod.f].__globals__["STATE"][0] = 0  # count from here: 2 misses per cycle
+    for _ in range(_replay_hit.EVICT_EVERY // 2 - 1):
+        for r in rows:
+            _eager.eager(mod, "f", (_x(r, 16), _x(r, 16), 0.5))
+    assert entries == kept, "evicted a guard the cycle needs next"
+    # ... so a new signature that keeps coming takes the first place within EVICT_EVERY calls
+    n = len(calls)
+    for _ in range(3 + _replay_hit.EVICT_EVERY):
+        x = _x(9, 16)
+        _eager.eager(mod, "f", (x, _x(9, 16), 0.5))
+    assert len(calls) == n + 2  # seen, recorded, then replays
+    assert entries[0][0](x, _x(9, 16)) and len(entries) == _replay_hit.MAX_ENTRIES
+    assert not any(e[0](_x(9, 16), _x(9, 16)) for e in kept), "9 rows was never guarded before"

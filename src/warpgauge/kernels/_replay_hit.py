@@ -147,6 +147,11 @@ def _guarded(tensors, scalars):
 
 
 MAX_ENTRIES = 4  # recipes a hit checks by guard before the key lookup (most recent first)
+# With all entries in use, a key-lookup replay replaces the oldest only every EVICT_EVERY-th
+# time: a launcher cycling through more signatures than entries keeps most of them guarded
+# instead of evicting the one it needs next on every call; a new phase takes over in a few
+# dozen calls.
+EVICT_EVERY = 16
 
 
 def _guard_type():
@@ -163,11 +168,15 @@ def _guard_type():
     return cls
 
 
-def _learn(entries, guards, key, tensors, sc, al, recipe):
+def _learn(entries, guards, state, key, tensors, sc, al, recipe):
     """After a key lookup found ``recipe``: put a guard that passes on this call's tensors
     first in ``entries``. A key can have several (the key does not hold what else a guard
     compares: requires_grad, a Parameter's type, inference mode's dispatch keys), built once
-    each, a few per key."""
+    each, a few per key. ``state[0]`` counts key-lookup replays while the entries are full."""
+    if len(entries) >= MAX_ENTRIES:
+        state[0] += 1
+        if state[0] % EVICT_EVERY:
+            return
     per = guards.get(key)
     e = None
     if per is not None:
@@ -187,8 +196,6 @@ def _learn(entries, guards, key, tensors, sc, al, recipe):
             return
         e = (check, sc, al, recipe, all(t.is_cuda for t in tensors))
         guards.setdefault(key, []).append(e)
-    if entries and entries[0] is e:
-        return
     if e in entries:
         entries.remove(e)
     entries.insert(0, e)
@@ -219,6 +226,7 @@ def build(launcher, args, sig, tensors):
         "STATS": _replay.STATS,
         "ENTRIES": [],
         "GUARDS": {},
+        "STATE": [0],
         "LEARN": _learn,
     }
     probe = ["def probe(args):", *body, "    return key, tensors"]
@@ -234,7 +242,7 @@ def build(launcher, args, sig, tensors):
         "        STATS['refused'] += 1",
         "        return REFUSED",
         "    STATS['replays'] += 1",
-        f"    LEARN(ENTRIES, GUARDS, key, tensors, {sc}, {al}, recipe)",
+        f"    LEARN(ENTRIES, GUARDS, STATE, key, tensors, {sc}, {al}, recipe)",
         "    return out",
     ]
     exec("\n".join(probe + hit), ns)  # noqa: S102 - built above from the argument kinds only
