@@ -597,10 +597,10 @@ def test_replay_allocates_through_the_allocator_entry_unless_a_mode_could_see_it
     direct = []
     real = _launch.direct_empty
 
-    def counting(dev, current):
-        fn = real(dev, current)
+    def counting(shape, strides, dtype, dev, current):
+        fn = real(shape, strides, dtype, dev, current)
         assert fn is not None, "no direct allocator for a CPU allocation"
-        return lambda *a: direct.append(a) or fn(*a)
+        return lambda: direct.append((shape, strides, dtype)) or fn()
 
     monkeypatch.setattr(_launch, "direct_empty", counting)
     _replay.clear()
@@ -649,10 +649,13 @@ def test_replay_allocates_through_the_allocator_entry_unless_a_mode_could_see_it
 
 
 def test_the_allocator_entry_is_used_only_on_the_recorded_device():
-    cpu = torch.device("cpu")
-    assert _launch.direct_empty(cpu, 0) is not None
-    assert _launch.direct_empty(torch.device("cuda", 1), 0) is None  # another GPU: torch.empty
-    assert _launch.direct_empty(torch.device("meta"), 0) is None
+    cpu, f32 = torch.device("cpu"), torch.float32
+    alloc = _launch.direct_empty((3, 5), (5, 1), f32, cpu, 0)
+    t = alloc()
+    assert (t.shape, t.stride(), t.dtype, t.device) == ((3, 5), (5, 1), f32, cpu)
+    assert _launch.direct_empty((), (), f32, cpu, 0)().shape == ()
+    assert _launch.direct_empty((3, 5), (5, 1), f32, torch.device("cuda", 1), 0) is None
+    assert _launch.direct_empty((3, 5), (5, 1), f32, torch.device("meta"), 0) is None
 
 
 def _entries(launcher):

@@ -88,8 +88,9 @@ def test_replay_without_poisoning_is_bitwise_the_normal_path(name, monkeypatch):
     guards; outputs on the inputs' device, bit-identical to the normal path."""
     monkeypatch.setattr(_launch, "POISON", False)
     _replay.clear()  # recipes generated now, without poisoning
-    assert _launch.direct_empty(torch.device(DEV, torch.cuda.current_device()),
-                                 torch.cuda.current_device()) is not None  # fmt: skip
+    dev = torch.device(DEV, torch.cuda.current_device())
+    alloc = _launch.direct_empty((7, 33), (33, 1), BF, dev, dev.index)
+    assert alloc is not None and alloc().device == dev
     ops, inputs = _calls()
     fn = ops[name]
     for seed in range(3):

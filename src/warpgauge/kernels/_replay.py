@@ -391,9 +391,10 @@ def _generate(recipe):
         src.append(f"    if len({{{', '.join(ins)}}}) != {n_in}:")
         src.append("        return REFUSED")
     allocs = recipe.allocs
-    direct = [_launch.direct_empty(dev, recipe.device) for _, _, dev in allocs]
-    if None in _launch.MODE_CHECKS:  # a torch without one of the checks: torch.empty always
-        direct = [None] * len(allocs)
+    direct = [
+        _launch.direct_empty(shape, strides, dtype, dev, recipe.device)
+        for (shape, dtype, dev), strides in zip(allocs, recipe.strides)
+    ]
     for j, (shape, dtype, dev) in enumerate(allocs):
         if not _launch.POISON:
             # torch.empty with its sizes (int arguments: parsed faster than a tuple), dtype and
@@ -402,8 +403,7 @@ def _generate(recipe):
             # 0-d allocation passes its empty tuple
             sizes = tuple(int(d) for d in shape) or ((),)
             ns[f"E{j}"] = functools.partial(torch.empty, *sizes, dtype=dtype, device=dev)
-        if direct[j] is not None:
-            ns[f"F{j}"] = functools.partial(direct[j], tuple(shape), recipe.strides[j], dtype)
+        ns[f"F{j}"] = direct[j]
     if _launch.POISON:
         src += [f"    a{j} = EMPTY(S{j}, D{j}, V{j})" for j in range(len(allocs))]
         for j, (shape, dtype, dev) in enumerate(allocs):
