@@ -84,6 +84,9 @@ def cases():
     ]  # fmt: skip
 
 
+CLOCK = time.perf_counter  # --clock thread: time.thread_time (this thread's CPU time)
+
+
 def measure(variants: dict, rounds: int, calls: int) -> dict:
     for fn in variants.values():
         for _ in range(20):
@@ -96,10 +99,10 @@ def measure(variants: dict, rounds: int, calls: int) -> dict:
             j = k % len(names)
             for n in names[j:] + names[:j]:
                 fn = variants[n]
-                t0 = time.perf_counter()
+                t0 = CLOCK()
                 for _ in range(calls):
                     fn()
-                samples[n].append((time.perf_counter() - t0) / calls * 1e6)
+                samples[n].append((CLOCK() - t0) / calls * 1e6)
     finally:
         gc.enable()
     return {n: {"min_us": min(s), "median_us": statistics.median(s)} for n, s in samples.items()}
@@ -195,6 +198,29 @@ def pieces(args):
         return torch._C._FunctionBase.__dict__["apply"].__get__(None, F)
 
     sizes = torch.Size((32, 127))
+    guards = torch._C._dynamo.guards
+    r, w = x.clone(), torch.randn(127).to(bf)
+    check3 = guards.TensorGuards(x, r, w, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+    per = {nested((x, r, w)): 1}
+    packed = torch.randint(0, 100, (256, 32), dtype=torch.int32)
+    scales = torch.randn(2, 256).to(bf)
+
+    def int4_function(bundled):
+        class F(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, t, *weight):
+                y = torch.empty(32, 127, dtype=bf)
+                p, sc, g = weight[0] if bundled else weight
+                ctx.group_size = g
+                ctx.save_for_backward(p, sc)
+                return y
+
+            @staticmethod
+            def backward(ctx, g):
+                return (g,) + (None,) * (1 if bundled else 3)
+
+        return torch._C._FunctionBase.__dict__["apply"].__get__(None, F)
+
     items = {
         "torch.empty(32, 127, dtype=, device=)": lambda: torch.empty(32, 127, dtype=bf, device=dev),
         "torch.empty((32, 127), dtype=, device=)": lambda: torch.empty(
@@ -206,10 +232,21 @@ def pieces(args):
         "partial(torch.empty, 32, 127, dtype=, device=)()": functools.partial(
             torch.empty, 32, 127, dtype=bf, device=dev
         ),
+        "partial(_dynamo.guards._empty_strided_cpu, sizes, strides, dtype)()": functools.partial(
+            guards._empty_strided_cpu, (32, 127), (127, 1), bf
+        ),
         "x.new_empty(32, 127)": lambda: x.new_empty(32, 127),
         "torch.empty_like(x)": lambda: torch.empty_like(x),
         "signature of (x,), one tuple per tensor": lambda: nested((x,)),
         "signature of (x,), flat": lambda: flat((x,)),
+        "key of (x, r, w) and its dict lookup": lambda: per.get(nested((x, r, w))),
+        "TensorGuards.check(x, r, w)": functools.partial(check3, x, r, w),
+        "Function apply (x, packed, scales, 128), saves packed, scales": functools.partial(
+            int4_function(False), xg, packed, scales, 128
+        ),
+        "Function apply (x, (packed, scales, 128)), saves packed, scales": functools.partial(
+            int4_function(True), xg, (packed, scales, 128)
+        ),
         "Function apply, forward only allocates": functools.partial(function(None), xg),
         "... + ctx.save_for_backward(y)": functools.partial(function("method"), xg),
         "... + ctx.to_save = (y,)": functools.partial(function("attribute"), xg),
@@ -229,12 +266,46 @@ def pieces(args):
     return out
 
 
+def cycle(args):
+    """``wg.softmax`` called in turn on 1, 2, 4 and 6 shapes (32..37 rows of 127), us per call:
+    a launcher with more recorded signatures than its hit keeps guards for."""
+    import torch
+
+    import warpgauge as wg
+
+    out = {}
+    variants = {}
+    for n in (1, 2, 4, 6):
+        xs = [torch.randn(32 + i, 127).to(torch.bfloat16) for i in range(n)]
+
+        def run(xs=xs):
+            for t in xs:
+                wg.softmax(t)
+
+        variants[f"{n} shapes in turn"] = run
+    for name, cell in measure(variants, args.rounds, args.calls).items():
+        n = int(name.split()[0])
+        out[name] = {k: v / n for k, v in cell.items()}
+        print(f"  {name:20s} {out[name]['min_us']:.2f} us per call", flush=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(out, fh, indent=1)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", default=None)
     ap.add_argument("--ops", default="", help="comma list of ops (default: all)")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "thread"),
+        default="wall",
+        help="thread: time each loop by this thread's CPU time (time.thread_time), which a "
+        "machine shared with other processes disturbs less than the wall clock",
+    )
     ap.add_argument(
         "--breakdown",
         action="store_true",
@@ -250,11 +321,22 @@ def main(argv=None):
         action="store_true",
         help="instead: each op with the unrolled replay hit off, then on, in one process",
     )
+    ap.add_argument(
+        "--cycle",
+        action="store_true",
+        help="instead: softmax on 1, 2, 4, 6 shapes in turn (more signatures than guards)",
+    )
     args = ap.parse_args(argv)
+    global CLOCK
+    CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
     import fake_gpu
 
     fake_gpu.install()
     import torch
+
+    # one intra-op thread: the PyTorch rows' CPU compute would otherwise wake worker threads
+    # that compete with the measured (host-path, single-threaded) calls on a shared machine
+    torch.set_num_threads(1)
 
     if args.breakdown:
         return breakdown(args)
@@ -262,11 +344,13 @@ def main(argv=None):
         return hit_ab(args)
     if args.pieces:
         return pieces(args)
+    if args.cycle:
+        return cycle(args)
 
     from warpgauge.kernels import _replay
 
     only = set(filter(None, args.ops.split(",")))
-    res = {"torch": torch.__version__, "python": sys.version.split()[0],
+    res = {"torch": torch.__version__, "python": sys.version.split()[0], "clock": args.clock,
            "calls": args.calls, "rounds": args.rounds, "ops": {}}  # fmt: skip
     for op, fwd, gfwd, fwdbwd, theirs in cases():
         if only and op not in only:

@@ -168,6 +168,23 @@ def test_eager_int4_autograd_matches_registered_op():
     assert torch.equal(x1.grad, x2.grad)
 
 
+def test_eager_int4_saves_the_weight_as_the_registered_op_does():
+    """The eager Function takes the weight as one argument but saves ``packed`` and ``scales``
+    for backward as the registered op does: an in-place change before backward is caught on
+    both paths, and the forward records an edge to ``x`` only."""
+    q = wg.quantize_int4(torch.randn(32, 256).to(DEVICE))
+    for f in (
+        lambda x: wg.int4_linear(x, q),
+        lambda x: torch.ops.warpgauge.int4_linear(x, q.packed, q.scales, q.group_size),
+    ):
+        x, _ = _pair((3, 256), torch.bfloat16, 6)
+        y = f(x)
+        assert y.grad_fn.next_functions[0][0] is not None  # x's AccumulateGrad
+        q.scales.mul_(1)  # bumps the version counter, values unchanged
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+
+
 def test_double_backward_behaves_as_the_registered_op():
     """create_graph=True: both paths call the registered backward op, which has no derivative."""
     outcomes = []

@@ -572,3 +572,174 @@ def test_any_two_aliased_inputs_refuse_a_replay(toy, monkeypatch, n):  # noqa: F
     _replay.call(launcher, (*xs[:-1], xs[0]), _run)
     assert len(calls) == 3 and _replay.STATS["refused"] == 1
     _replay.clear()
+
+
+class _SeenOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_replay_allocates_through_the_allocator_entry_unless_a_mode_could_see_it(
+    toy,  # noqa: F811
+    monkeypatch,
+):
+    """Without the test's NaN poisoning, a replay allocates with the allocator's own entry
+    (``_launch.direct_empty``: sizes, strides and dtype as recorded), and with ``torch.empty``
+    whenever torch.empty could behave otherwise: a dispatch mode active (it sees the ``empty``),
+    deterministic algorithms on (torch.empty fills the memory with NaN)."""
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    monkeypatch.setattr(_launch, "POISON", False)
+    direct = []
+    real = _launch.direct_empty
+
+    def counting(shape, strides, dtype, dev, current):
+        fn = real(shape, strides, dtype, dev, current)
+        assert fn is not None, "no direct allocator for a CPU allocation"
+        return lambda: direct.append((shape, strides, dtype)) or fn()
+
+    monkeypatch.setattr(_launch, "direct_empty", counting)
+    _replay.clear()
+
+    def launcher(x):
+        y = _launch.empty((x.shape[0], 3 * x.shape[1]), torch.float32, x.device)
+        h = _launch.empty(x.shape, x.dtype, x.device)
+        _launch.launch(toy, (1,), x, y, x.numel(), 16, BLOCK=32)
+        _launch.launch(toy, (2,), x, h, x.numel(), 16, BLOCK=32)
+        return y.t(), h  # a view: rebuilt from the fresh allocation
+
+    ref = None
+    for _ in range(3):
+        ref = launcher(_x(4, 16))
+        y, h = _replay.call(launcher, (_x(4, 16),), _run)
+    assert _replay.STATS["replays"] == 1 and len(direct) == 2, _replay.STATS
+    assert direct == [((4, 48), (48, 1), torch.float32), ((4, 16), (16, 1), torch.float16)]
+    for got, want in ((y, ref[0]), (h, ref[1])):
+        assert (got.shape, got.stride(), got.dtype, got.device) == (
+            want.shape,
+            want.stride(),
+            want.dtype,
+            want.device,
+        )
+        assert got.storage_offset() == want.storage_offset() and not got.requires_grad
+    launched = {a for k in toy.compiled for launch in k.launches for a in launch}
+    assert y.data_ptr() in launched and h.data_ptr() in launched
+
+    seen = _SeenOps()
+    with seen:
+        _replay.call(launcher, (_x(4, 16),), _run)
+    assert _replay.STATS["replays"] == 2 and len(direct) == 2, "a mode active: torch.empty"
+    assert seen.ops.count(torch.ops.aten.empty.memory_format) == 2
+
+    prev = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        y, h = _replay.call(launcher, (_x(4, 16),), _run)
+    finally:
+        torch.use_deterministic_algorithms(prev)
+    assert _replay.STATS["replays"] == 3 and len(direct) == 2
+    assert torch.isnan(y).all() and torch.isnan(h).all(), "torch.empty's deterministic fill"
+    _replay.call(launcher, (_x(4, 16),), _run)
+    assert _replay.STATS["replays"] == 4 and len(direct) == 4
+    _replay.clear()
+
+
+def test_the_allocator_entry_is_used_only_on_the_recorded_device():
+    cpu, f32 = torch.device("cpu"), torch.float32
+    alloc = _launch.direct_empty((3, 5), (5, 1), f32, cpu, 0)
+    t = alloc()
+    assert (t.shape, t.stride(), t.dtype, t.device) == ((3, 5), (5, 1), f32, cpu)
+    assert _launch.direct_empty((), (), f32, cpu, 0)().shape == ()
+    assert _launch.direct_empty((3, 5), (5, 1), f32, torch.device("cuda", 1), 0) is None
+    assert _launch.direct_empty((3, 5), (5, 1), f32, torch.device("meta"), 0) is None
+
+
+def _entries(launcher):
+    return _replay._HITS[launcher].__globals__["ENTRIES"]
+
+
+def test_the_hits_guard_replays_only_what_the_key_would(eager_toy):
+    """The hit's guarded section (``_replay_hit._guarded``: Dynamo's C tensor guard, then the
+    scalars and the alignment) replays a call only where the key lookup would replay the same
+    recipe: every change of the key runs the launcher or the other signature's recipe; what the
+    key does not hold (requires_grad with grad mode off, a Parameter) replays through a guard
+    of its own."""
+    _eager, mod, calls = eager_toy
+    f = mod.f
+    x = _x(4, 16)
+    out = _eager.eager(mod, "f", (x, _x(4, 16), 0.5))  # a key-lookup replay learns its guard
+    entries = _entries(f)
+    assert len(entries) == 1 and out.shape == (4, 16)
+    replays = _replay.STATS["replays"]
+    out = _eager.eager(mod, "f", (x, _x(4, 16), 0.5))
+    assert _replay.STATS["replays"] == replays + 1 and len(calls) == 2
+    assert mod.toy.compiled[0].launches[-1][9:11] == (x.data_ptr(), out.data_ptr())
+    changed = {
+        "shape": (_x(5, 16), _x(4, 16), 0.5),
+        "dtype": (_x(4, 16, dtype=torch.bfloat16), _x(4, 16), 0.5),
+        "stride": (_x(4, 20)[:, :16], _x(4, 16), 0.5),
+        "misaligned": (_x(4 * 16 + 1)[1:].view(4, 16), _x(4, 16), 0.5),
+        "second tensor": (x, _x(4, 17), 0.5),
+        "scalar": (x, _x(4, 16), 0.25),
+        "scalar type": (x, _x(4, 16), 1),
+        "meta": (x, torch.empty(4, 16, device="meta", dtype=torch.float16), 0.5),
+    }
+    for name, args in changed.items():
+        before = len(calls)
+        got = _eager.eager(mod, "f", args)
+        if name == "meta":
+            assert got is _eager.OP, name
+        else:
+            assert len(calls) == before + 1, f"{name}: replayed another signature's recipe"
+    with torch.inference_mode():  # other dispatch keys: the key lookup, then a guard of its own
+        before = _replay.STATS["replays"]
+        _eager.eager(mod, "f", (x, _x(4, 16), 0.5))
+        _eager.eager(mod, "f", (x, _x(4, 16), 0.5))
+        assert _replay.STATS["replays"] == before + 2
+    n = len(calls)
+    xg, w = x.clone().requires_grad_(), torch.nn.Parameter(_x(4, 16), requires_grad=False)
+    with torch.no_grad():
+        for args in [(xg, _x(4, 16), 0.5), (x, w, 0.5)] * 2:
+            out = _eager.eager(mod, "f", args)
+            assert mod.toy.compiled[0].launches[-1][9:11] == (args[0].data_ptr(), out.data_ptr())
+    assert len(calls) == n and len(entries) == 4  # inference, requires_grad, Parameter, plain
+    assert _eager.eager(mod, "f", (xg, _x(4, 16), 0.5)) is _eager.GRAD  # grad on: autograd
+
+
+def test_the_hit_keeps_a_few_recent_guards_and_replays_each_signature_with_its_recipe(eager_toy):
+    _eager, mod, calls = eager_toy
+    from warpgauge.kernels import _replay_hit
+
+    rows = range(1, _replay_hit.MAX_ENTRIES + 3)
+    for _ in range(3):  # each row count: seen, recorded, then replayed by key
+        for r in rows:
+            out = _eager.eager(mod, "f", (_x(r, 16), _x(r, 16), 0.5))
+    entries = _entries(mod.f)
+    assert len(entries) == _replay_hit.MAX_ENTRIES
+    n = len(calls)
+    for r in [*rows, *rows]:
+        x = _x(r, 16)
+        out = _eager.eager(mod, "f", (x, _x(r, 16), 0.5))
+        assert out.shape == (r, 16), "another signature's recipe"
+        assert (x.data_ptr(), out.data_ptr()) in [k.launches[-1][9:11] for k in mod.toy.compiled]
+    assert len(calls) == n
+    assert _entries(mod.f) is entries and len(entries) == _replay_hit.MAX_ENTRIES
+    # all entries in use: a key-lookup replay replaces one only every EVICT_EVERY-th time ...
+    kept = list(entries)
+    _replay._HITS[mod.f].__globals__["STATE"][0] = 0  # count from here: 2 misses per cycle
+    for _ in range(_replay_hit.EVICT_EVERY // 2 - 1):
+        for r in rows:
+            _eager.eager(mod, "f", (_x(r, 16), _x(r, 16), 0.5))
+    assert entries == kept, "evicted a guard the cycle needs next"
+    # ... so a new signature that keeps coming takes the first place within EVICT_EVERY calls
+    n = len(calls)
+    for _ in range(3 + _replay_hit.EVICT_EVERY):
+        x = _x(9, 16)
+        _eager.eager(mod, "f", (x, _x(9, 16), 0.5))
+    assert len(calls) == n + 2  # seen, recorded, then replays
+    assert entries[0][0](x, _x(9, 16)) and len(entries) == _replay_hit.MAX_ENTRIES
+    assert not any(e[0](_x(9, 16), _x(9, 16)) for e in kept), "9 rows was never guarded before"

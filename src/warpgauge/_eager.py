@@ -161,6 +161,7 @@ def _ops():
 
 _base_apply = torch._C._FunctionBase.__dict__["apply"]
 _unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+_unwrap = _unwrap_if_dead or (lambda t: t)
 
 
 def fast_apply(cls, n_args: int):
@@ -201,13 +202,13 @@ class Add(torch.autograd.Function):
 class RowSum(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, out_dtype):
-        ctx.x_shape = x.shape
-        ctx.x_dtype = x.dtype
+        ctx.x_meta = (x.shape, x.dtype)  # one attribute: the registered op's x_shape, x_dtype
         return direct(_row_sum.row_sum, x, out_dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.to(ctx.x_dtype).unsqueeze(-1).expand(ctx.x_shape), None
+        shape, dtype = ctx.x_meta
+        return grad.to(dtype).unsqueeze(-1).expand(shape), None
 
 
 class Softmax(torch.autograd.Function):
@@ -262,8 +263,15 @@ class Gemm(torch.autograd.Function):
 
 
 class Int4Linear(torch.autograd.Function):
+    """``apply(x, (packed, scales, group_size))``: the frozen weight as one non-tensor argument
+    (gradients flow to ``x`` only), so ``apply`` unpacks one tensor input, not three arguments
+    (-0.3 us per call on the CPU machine). ``packed`` and ``scales`` are saved as the registered
+    op saves them (``save_for_backward``: version-checked, seen by saved-tensor hooks)."""
+
     @staticmethod
-    def forward(ctx, x, packed, scales, group_size):
+    def forward(ctx, x, weight):
+        packed, scales, group_size = weight  # dead functorch wrappers unwrapped, as apply does
+        packed, scales = _unwrap(packed), _unwrap(scales)
         ctx.group_size = group_size
         ctx.save_for_backward(packed, scales)
         return direct(_int4.int4_linear_packed, x, packed, scales, group_size)
@@ -279,7 +287,7 @@ class Int4Linear(torch.autograd.Function):
             scales,
             ctx.group_size,
         )
-        return dx, None, None, None
+        return dx, None
 
 
 add_apply = fast_apply(Add, 2)
@@ -287,4 +295,4 @@ row_sum_apply = fast_apply(RowSum, 2)
 softmax_apply = fast_apply(Softmax, 1)
 add_rms_norm_apply = fast_apply(AddRmsNorm, 4)
 gemm_apply = fast_apply(Gemm, 2)
-int4_linear_apply = fast_apply(Int4Linear, 4)
+int4_linear_apply = fast_apply(Int4Linear, 2)

@@ -314,7 +314,7 @@ def int4_linear(x: torch.Tensor, qweight: Int4Weight) -> torch.Tensor:
             x, qweight.packed, qweight.scales, qweight.group_size
         )
     if r is GRAD:
-        return _eager.int4_linear_apply(x, qweight.packed, qweight.scales, qweight.group_size)
+        return _eager.int4_linear_apply(x, (qweight.packed, qweight.scales, qweight.group_size))
     return r
 
 

@@ -81,6 +81,31 @@ def test_replay_is_bitwise_the_normal_path(name):
     assert _replay.STATS["replays"] >= before + 4, f"{name}: not replayed"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_replay_without_poisoning_is_bitwise_the_normal_path(name, monkeypatch):
+    """As above with the tests' NaN poisoning off, as a user runs: the replays allocate through
+    the allocator's own entry (``_empty_strided_cuda``) and are matched by the hits' tensor
+    guards; outputs on the inputs' device, bit-identical to the normal path."""
+    monkeypatch.setattr(_launch, "POISON", False)
+    _replay.clear()  # recipes generated now, without poisoning
+    dev = torch.device(DEV, torch.cuda.current_device())
+    alloc = _launch.direct_empty((7, 33), (33, 1), BF, dev, dev.index)
+    assert alloc is not None and alloc().device == dev
+    ops, inputs = _calls()
+    fn = ops[name]
+    for seed in range(3):
+        fn(*inputs(seed))
+    before = _replay.STATS["replays"]
+    for seed in range(3, 7):
+        args = inputs(seed)
+        got = fn(*args)
+        for t in got if isinstance(got, tuple) else (got,):
+            assert t.device == args[0].device and not torch.isnan(t).any(), name
+        assert _equal(got, _normal(lambda args=args: fn(*args))), name
+    assert _replay.STATS["replays"] >= before + 4, f"{name}: not replayed"
+    _replay.clear()
+
+
 def test_repeated_call_runs_no_jit_launch_path(monkeypatch):
     from warpgauge.kernels import softmax as sk
 
