@@ -417,6 +417,38 @@ def test_int4_decode_variants_on_tensor_core_paths(plan, flags, M, dtype, poison
 
 
 @kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "flags",
+    [dict(), dict(SPLIT_HALVES=True, TILED_WEIGHT_AS_B=True), dict(FOLD_OFFSET=True)],
+    ids=["a-side", "halves-b-side", "fold-ignored"],
+)
+@pytest.mark.parametrize(
+    "plan",
+    [Int4Plan(block_m=32, block_n=16, split_k=1), Int4Plan(block_m=32, block_n=32, split_k=3)],
+    ids=["s1", "s3"],
+)
+def test_int4_tiled_round_weight(plan, flags, dtype, poison, monkeypatch):
+    # TILED_ROUND_WEIGHT: the tiled path multiplies dtype(q * scale) with one accumulator across
+    # groups, so its reference is the rounded weight's (dense F.linear's numerics; against the
+    # exact weight it can exceed the two-ulp tolerance, which is why it is off by default). Group
+    # magnitudes differ by up to 40x, so a scale of the wrong group, a scale applied twice or an
+    # accumulator reset per group fails.
+    monkeypatch.setattr(int4_mod, "TILED_ROUND_WEIGHT", True)
+    for name, value in flags.items():
+        monkeypatch.setattr(int4_mod, name, value)
+    M, N, K, group = 33, 21, 320, 64  # M > 16 (tiled, 2 M-tiles), odd N, 5 groups
+    ramp = (1.0 + 39.0 * (torch.arange(K) // group) / (K // group - 1)).to(DEV)
+    qw = quantize_int4((rand(N, K, seed=21) * ramp).to(dtype), group)
+    x = rand(M, K, dtype=dtype, seed=22)
+    w_rounded = qw.dequantize(dtype)
+    y = int4_linear(x, qw, plan=plan)
+    assert_close(y, int4_linear_ref(x, w_rounded), msg=f"{flags} {plan}")
+    xs = rand(M, 2 * K, dtype=dtype, seed=23)[:, ::2]  # strided x: stride_xk = 2
+    assert_close(int4_linear(xs, qw, plan=plan), int4_linear_ref(xs, w_rounded), msg="strided")
+
+
+@kernels
 @pytest.mark.parametrize("group", [16, 32])
 def test_int4_halves_with_small_groups(group, poison, monkeypatch):
     # group 16: each half is 8 lanes, below a dot's minimum K, so HALVES falls back to one dot;

@@ -145,6 +145,10 @@ TILED_WEIGHT_AS_B = False
 SPLIT_HALVES = True
 # Tensor-core paths: decode to q + offset and correct each group by offset * sum(x).
 FOLD_OFFSET = False
+# The tiled path (M > 16) with the weight rounded once to x's dtype as q * scale before the dot
+# (the numerics of dense F.linear on the dequantized weight): one accumulator across groups
+# instead of a per-group product and rescale. Off: the INT4 contract multiplies the exact weight.
+TILED_ROUND_WEIGHT = False
 
 
 def _pow2_floor(n: int) -> int:
@@ -356,9 +360,10 @@ def _check_plan(plan, M, N, K, group_size, sm_count) -> Int4Plan:
 def _decode_flags(plan: Int4Plan, M: int, group_size: int) -> dict:
     """The tensor-core paths' decode options (module flags, per path) as kernel constexprs."""
     if plan.block_m == 1:
-        return dict(ASM=False, ONE_ROW=False, W_AS_B=False, HALVES=False, FOLD=False)
+        return dict(ASM=False, ONE_ROW=False, W_AS_B=False, HALVES=False, FOLD=False, ROUND=False)
     gemv = plan.block_m <= GEMV_MAX_M
     w_as_b = WEIGHT_AS_B if gemv else TILED_WEIGHT_AS_B
+    round_w = TILED_ROUND_WEIGHT and not gemv
     return dict(
         ASM=(USE_ASM_DECODE if gemv else TILED_ASM_DECODE) and not interpreter_enabled(),
         ONE_ROW=ONE_ROW_BROADCAST and M == 1,
@@ -366,7 +371,8 @@ def _decode_flags(plan: Int4Plan, M: int, group_size: int) -> dict:
         # on the tiled path the halves go with the weight-as-B form only (with the weight as
         # wgmma's register A they were slower: r1.json, 64x28672x8192 175.9 us against 134.2)
         HALVES=SPLIT_HALVES and (gemv or w_as_b) and _half_pad(group_size) >= 16,
-        FOLD=FOLD_OFFSET,
+        FOLD=FOLD_OFFSET and not round_w,
+        ROUND=round_w,
     )
 
 
