@@ -228,22 +228,23 @@ def test_plan_rule_old_fma_loop_when_pipeline_off(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "N,K,split",
+    "N,K,block_n,split",
     [
-        (4096, 4096, 16),
-        (8192, 8192, 8),
-        (14336, 4096, 4),
-        (4096, 14336, 16),
-        (28672, 8192, 2),
-        (128256, 4096, 1),
+        (4096, 4096, 128, 8),  # 256 rows would split 16 ways with 2 groups each (< 4): 128 rows
+        (8192, 8192, 256, 8),
+        (14336, 4096, 256, 4),
+        (4096, 14336, 256, 16),  # 7 groups per split: 256 rows stay
+        (28672, 8192, 256, 2),
+        (128256, 4096, 256, 1),
     ],  # fmt: skip
 )
 @pytest.mark.parametrize("M", [2, 4, 16])
-def test_plan_rule_gemv_dot_split_to_1_5_programs_per_sm(M, N, K, split):
+def test_plan_rule_gemv_dot_split_to_1_5_programs_per_sm(M, N, K, block_n, split):
     # the measured best splits on the H200 (r1.json): the smallest power of two that reaches
-    # 1.5 programs per SM (198 on 132 SMs), 16 at most
+    # 1.5 programs per SM (198 on 132 SMs), 16 at most; 128-row tiles where 256 rows would leave
+    # fewer than 4 groups per split (results/int4s-h200/int4s.json)
     p = Int4Plan.for_shape(M, N, K, 132)
-    assert (p.path, p.block_n, p.split_k) == ("gemv_dot", 256, split)
+    assert (p.path, p.block_n, p.split_k) == ("gemv_dot", block_n, split)
     assert p.tiles(M, N) * p.split_k >= 198 or p.split_k == 16
     assert p.split_k == 1 or p.tiles(M, N) * p.split_k // 2 < 198
 
@@ -263,6 +264,26 @@ def test_plan_rule_tiled_splits(M, N, K, split):
     # the measured best splits of the tiled path on the H200 (results/int4-gemv-h200/r2.json)
     p = Int4Plan.for_shape(M, N, K, 132)
     assert (p.path, p.split_k) == ("tiled", split)
+
+
+@pytest.mark.parametrize(
+    "M,N,K,tile",
+    [
+        (65, 4096, 4096, (128, 64, 4, 4)),  # 32 x 2 tiles: split to 1.5 programs per SM (198)
+        (128, 4096, 4096, (128, 64, 4, 4)),
+        (256, 4096, 4096, (128, 64, 4, 2)),
+        (256, 14336, 4096, (128, 64, 4, 1)),  # 448 tiles: no split
+        (256, 4096, 14336, (128, 64, 4, 2)),
+        (64, 4096, 4096, (64, 128, 8, 4)),  # block_m 64: unchanged
+        (257, 4096, 4096, (128, 128, 8, 2)),  # above 256 rows (not measured): 128 x 128
+        (4096, 4096, 4096, (128, 128, 8, 1)),
+    ],
+)
+def test_plan_rule_tiled_wide_m_tiles(M, N, K, tile):
+    # 64 < M <= 256: 128 x 64 tiles with 4 warps (results/int4s-h200/int4s.json: 3-8% faster
+    # than 128 x 128 with 8 warps at batch 256, 2% at 128x4096x4096)
+    p = Int4Plan.for_shape(M, N, K, 132)
+    assert (p.path, p.block_m, p.block_n, p.num_warps, p.split_k) == ("tiled", *tile)
 
 
 def test_plan_rule_gemv_dot_keeps_two_groups_per_split():
@@ -345,6 +366,24 @@ def test_int4_linear_default_plan(M, N, K, group, path, dtype, poison):
 
 @kernels
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "M,N,K,want",
+    [
+        # 256 rows on 4 SMs: 1 tile split 2 with 2 groups each (< 4): 128-row tiles, split 2
+        (4, 200, 512, dict(path="gemv_dot", block_n=128, split_k=2)),
+        (100, 72, 384, dict(path="tiled", block_m=128, block_n=64, num_warps=4)),  # 64 < M <= 256
+    ],
+    ids=["gemv-dot-128-rows", "tiled-128x64"],
+)
+def test_int4_linear_default_plan_new_tiles(M, N, K, want, dtype, poison):
+    plan = _plan(M, N, K, 128)
+    assert {k: getattr(plan, k) if k != "path" else plan.path for k in want} == want
+    x, qw, w_exact = _case(M, N, K, 128, dtype, seed=M)
+    assert_close(int4_linear(x, qw), int4_linear_ref(x, w_exact), msg=f"{plan}")
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_int4_linear_default_plan_splits_k(dtype, poison):
     # 2 tiles of 32 rows on 4 SMs, 128 groups of 32 (16 per step): split 4 (12 programs)
     M, N, K, group = 1, 48, 4096, 32
@@ -414,6 +453,38 @@ def test_int4_decode_variants_on_tensor_core_paths(plan, flags, M, dtype, poison
     assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"{flags} {plan}")
     xs = _case(M, 21, 640, 64, dtype, seed=12)[0][:, ::2]  # strided x: stride_xk = 2
     assert_close(int4_linear(xs, qw, plan=plan), int4_linear_ref(xs, w_exact), msg=f"{flags}")
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "flags",
+    [dict(), dict(SPLIT_HALVES=True, TILED_WEIGHT_AS_B=True), dict(FOLD_OFFSET=True)],
+    ids=["a-side", "halves-b-side", "fold-ignored"],
+)
+@pytest.mark.parametrize(
+    "plan",
+    [Int4Plan(block_m=32, block_n=16, split_k=1), Int4Plan(block_m=32, block_n=32, split_k=3)],
+    ids=["s1", "s3"],
+)
+def test_int4_tiled_round_weight(plan, flags, dtype, poison, monkeypatch):
+    # TILED_ROUND_WEIGHT: the tiled path multiplies dtype(q * scale) with one accumulator across
+    # groups, so its reference is the rounded weight's (dense F.linear's numerics; against the
+    # exact weight it can exceed the two-ulp tolerance, which is why it is off by default). Group
+    # magnitudes differ by up to 40x, so a scale of the wrong group, a scale applied twice or an
+    # accumulator reset per group fails.
+    monkeypatch.setattr(int4_mod, "TILED_ROUND_WEIGHT", True)
+    for name, value in flags.items():
+        monkeypatch.setattr(int4_mod, name, value)
+    M, N, K, group = 33, 21, 320, 64  # M > 16 (tiled, 2 M-tiles), odd N, 5 groups
+    ramp = (1.0 + 39.0 * (torch.arange(K) // group) / (K // group - 1)).to(DEV)
+    qw = quantize_int4((rand(N, K, seed=21) * ramp).to(dtype), group)
+    x = rand(M, K, dtype=dtype, seed=22)
+    w_rounded = qw.dequantize(dtype)
+    y = int4_linear(x, qw, plan=plan)
+    assert_close(y, int4_linear_ref(x, w_rounded), msg=f"{flags} {plan}")
+    xs = rand(M, 2 * K, dtype=dtype, seed=23)[:, ::2]  # strided x: stride_xk = 2
+    assert_close(int4_linear(xs, qw, plan=plan), int4_linear_ref(xs, w_rounded), msg="strided")
 
 
 @kernels

@@ -95,6 +95,14 @@ FMA_K_PER_ITER = 128  # K values per FMA step: 64 rows x 64 B = 4 KB of weight p
 PROGRAMS_PER_SM = 0.75
 FEW_TILES_PER_SM = 0.25
 FEW_TILES_PROGRAMS_PER_SM = 2
+# 64 < M <= 256: 128 x 64 tiles, 4 warps, split to 1.5 programs per SM (the work per SM of 0.75
+# 128 x 128 tiles). H200, results/int4s-h200/int4s.json, cold us (128 x 128, 8 warps): 256x14336x
+# 4096 85.3 (92.8), 256x4096x14336 80.3 (85.3), 256x4096x4096 30.2 (31.1), 128x4096x4096 20.9
+# (21.3); 256 x 64, 64 x 128, the weight as B 1.1-2.4x slower. Larger M was not measured.
+WIDE_M_BLOCK_N = 64
+WIDE_M_NUM_WARPS = 4
+WIDE_M_PROGRAMS_PER_SM = 1.5
+WIDE_M_MAX_M = 256
 MIN_GROUPS_PER_SPLIT = 8  # each split streams >= 8 groups: its prologue and partial stay small
 MAX_SPLIT_K = 16
 # The GEMV paths want more programs: on the H200 (results/gemm-tuning-h200/round1.json, FMA, 64
@@ -123,6 +131,11 @@ GEMV_DOT_BLOCK_N = 256
 GEMV_DOT_PROGRAMS_PER_SM = 1.5
 GEMV_DOT_MIN_GROUPS_PER_SPLIT = 2
 GEMV_DOT_MAX_SPLIT_K = 16
+# Fewer than 4 groups per split: 128-row tiles, split again. results/int4s-h200/int4s.json, cold
+# us at 4096x4096, 128 rows split 8 (256 rows split 16 x 2 groups): batch 2 13.2 (14.0), 4 13.4
+# (14.3), 8 13.2 (14.7); with >= 7 groups per split (4x14336x4096, 4x4096x14336) 256 rows held.
+GEMV_DOT_FEW_GROUPS = 4
+GEMV_DOT_FEW_GROUPS_BLOCK_N = 128
 # The tensor-core GEMV (2 <= M <= 16) with the PTX nibble decode and the weight as the dot's B
 # operand: on the H200 (results/gemm-tuning-h200/explore2.json, 128 rows, split 4) 56.4 us at
 # 4x28672x8192 (tinygemm 91.0, the Triton-op decode with the weight as A 79.0) and 59.1 us at
@@ -145,6 +158,20 @@ TILED_WEIGHT_AS_B = False
 SPLIT_HALVES = True
 # Tensor-core paths: decode to q + offset and correct each group by offset * sum(x).
 FOLD_OFFSET = False
+# The tiled path (M > 16) with the weight rounded once to x's dtype as q * scale before the dot
+# (the numerics of dense F.linear on the dequantized weight): one accumulator across groups
+# instead of a per-group product and rescale. Off: the INT4 contract multiplies the exact weight.
+TILED_ROUND_WEIGHT = False
+
+
+def _split(tiles, sm_count, per_sm, n_groups, min_groups, max_split) -> int:
+    """Double split K while below per_sm * sm_count programs, >= min_groups per split."""
+    split = 1
+    while tiles * split < per_sm * sm_count and n_groups >= 2 * split * min_groups:
+        if split >= max_split:
+            break
+        split *= 2
+    return split
 
 
 def _pow2_floor(n: int) -> int:
@@ -216,12 +243,16 @@ class Int4Plan:
         1. M == 1 (and group_size % 8 == 0): the pipelined FMA GEMV (``FMA_PIPELINE`` = 3
            stages), ``block_n = 32`` with 2 warps, ``FMA_PIPE_K_PER_ITER`` (512) values of K
            per step (with ``FMA_PIPELINE = 0``: the old loop, 64 rows, 128 values per step).
-           2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 256`` (4 warps).
-           M > 16: tiled, ``block_m = min(128, next_pow2(M))``, ``block_n = 128``.
+           2 <= M <= 16: tensor-core GEMV, ``block_m = 16``, ``block_n = 256`` (4 warps), or
+           ``GEMV_DOT_FEW_GROUPS_BLOCK_N`` (128) when step 2 leaves fewer than
+           ``GEMV_DOT_FEW_GROUPS`` groups per split (then step 2 again).
+           M > 16: tiled, ``block_m = min(128, next_pow2(M))``, ``block_n = 128``; for
+           64 < M <= ``WIDE_M_MAX_M`` (256) ``WIDE_M_BLOCK_N`` (64) with ``WIDE_M_NUM_WARPS`` (4).
            ``block_n`` never exceeds ``next_pow2(N)`` (>= 16).
         2. Split K (doubling, at most ``MAX_SPLIT_K``) while the output tiles alone give fewer than
-           ``PROGRAMS_PER_SM * sm_count`` programs (tiled; ``FEW_TILES_PROGRAMS_PER_SM`` when there
-           are fewer than ``FEW_TILES_PER_SM * sm_count`` tiles) and every split keeps at least
+           ``PROGRAMS_PER_SM * sm_count`` programs (tiled; ``WIDE_M_PROGRAMS_PER_SM`` with the
+           128 x 64 tiles; ``FEW_TILES_PROGRAMS_PER_SM`` when there are fewer than
+           ``FEW_TILES_PER_SM * sm_count`` tiles) and every split keeps at least
            ``MIN_GROUPS_PER_SPLIT`` groups (pipelined FMA GEMV: ``FMA_PIPE_PROGRAMS_PER_SM``,
            at least 2 steps per split; the old FMA GEMV: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
            GEMV: ``GEMV_DOT_PROGRAMS_PER_SM``, ``GEMV_DOT_MIN_GROUPS_PER_SPLIT``, at most
@@ -250,9 +281,10 @@ class Int4Plan:
         else:
             bm = min(128, max(16, triton.next_power_of_2(M)))
             # 8 warps from 64 rows up: 64x128 with 4 warps spills (255 registers) on sm_90.
-            plan = dict(
-                block_m=bm, block_n=min(128, n_cap), num_warps=8 if bm >= 64 else 4, num_stages=3
-            )
+            bn, warps = (128, 8 if bm >= 64 else 4)
+            if bm == 128 and M <= WIDE_M_MAX_M:
+                bn, warps = WIDE_M_BLOCK_N, WIDE_M_NUM_WARPS
+            plan = dict(block_m=bm, block_n=min(bn, n_cap), num_warps=warps, num_stages=3)
         tiles = triton.cdiv(max(M, 1), plan["block_m"]) * triton.cdiv(N, plan["block_n"])
         if plan["block_m"] == 16:
             per_sm, min_groups, max_split = (
@@ -264,15 +296,16 @@ class Int4Plan:
             per_sm, min_groups, max_split = GEMV_PROGRAMS_PER_SM, MIN_GROUPS_PER_SPLIT, MAX_SPLIT_K
         else:
             few = tiles < FEW_TILES_PER_SM * sm_count
-            per_sm = FEW_TILES_PROGRAMS_PER_SM if few else PROGRAMS_PER_SM
+            wide = plan["block_m"] == 128 and M <= WIDE_M_MAX_M  # the 128 x 64 tiles
+            per_sm = WIDE_M_PROGRAMS_PER_SM if wide else PROGRAMS_PER_SM
+            per_sm = FEW_TILES_PROGRAMS_PER_SM if few else per_sm
             min_groups, max_split = MIN_GROUPS_PER_SPLIT, MAX_SPLIT_K
-        split = 1
-        while (
-            tiles * split < per_sm * sm_count
-            and n_groups >= 2 * split * min_groups
-            and split < max_split
-        ):
-            split *= 2
+        split = _split(tiles, sm_count, per_sm, n_groups, min_groups, max_split)
+        if plan["block_m"] == 16 and split > 1 and n_groups < GEMV_DOT_FEW_GROUPS * split:
+            bn = min(GEMV_DOT_FEW_GROUPS_BLOCK_N, plan["block_n"])
+            tiles = triton.cdiv(N, bn) * triton.cdiv(max(M, 1), 16)
+            plan["block_n"] = bn
+            split = _split(tiles, sm_count, per_sm, n_groups, min_groups, max_split)
         return cls(split_k=split, **plan)
 
 
@@ -356,9 +389,10 @@ def _check_plan(plan, M, N, K, group_size, sm_count) -> Int4Plan:
 def _decode_flags(plan: Int4Plan, M: int, group_size: int) -> dict:
     """The tensor-core paths' decode options (module flags, per path) as kernel constexprs."""
     if plan.block_m == 1:
-        return dict(ASM=False, ONE_ROW=False, W_AS_B=False, HALVES=False, FOLD=False)
+        return dict(ASM=False, ONE_ROW=False, W_AS_B=False, HALVES=False, FOLD=False, ROUND=False)
     gemv = plan.block_m <= GEMV_MAX_M
     w_as_b = WEIGHT_AS_B if gemv else TILED_WEIGHT_AS_B
+    round_w = TILED_ROUND_WEIGHT and not gemv
     return dict(
         ASM=(USE_ASM_DECODE if gemv else TILED_ASM_DECODE) and not interpreter_enabled(),
         ONE_ROW=ONE_ROW_BROADCAST and M == 1,
@@ -366,7 +400,8 @@ def _decode_flags(plan: Int4Plan, M: int, group_size: int) -> dict:
         # on the tiled path the halves go with the weight-as-B form only (with the weight as
         # wgmma's register A they were slower: r1.json, 64x28672x8192 175.9 us against 134.2)
         HALVES=SPLIT_HALVES and (gemv or w_as_b) and _half_pad(group_size) >= 16,
-        FOLD=FOLD_OFFSET,
+        FOLD=FOLD_OFFSET and not round_w,
+        ROUND=round_w,
     )
 
 

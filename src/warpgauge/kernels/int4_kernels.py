@@ -229,13 +229,17 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
               GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
               BLOCK_N: tl.constexpr, X_BF16: tl.constexpr, UPCAST: tl.constexpr,
               ASM: tl.constexpr, ONE_ROW: tl.constexpr, W_AS_B: tl.constexpr = False,
-              HALVES: tl.constexpr = False, FOLD: tl.constexpr = False):  # fmt: skip
+              HALVES: tl.constexpr = False, FOLD: tl.constexpr = False,
+              ROUND: tl.constexpr = False):  # fmt: skip
     # Per group: read BLOCK_N x GROUP/2 weight bytes + BLOCK_N scales (DRAM stream) and the
     # GROUP x BLOCK_M slice of x (L2); one [BLOCK_N, GROUP] x [GROUP, BLOCK_M] tensor-core product.
     # HALVES: two [BLOCK_N, GROUP/2] products instead, the low nibbles (even k) against x[even k]
     # and the high nibbles against x[odd k]: the decoded halves feed the dots as they are (no
     # interleave of 16-bit values between registers). FOLD: the decode skips its subtract and
     # each group's product is corrected by _fold_offset * sum(x) (see _DECODE_FOLD).
+    # ROUND: the weight is rounded once to x's dtype as q * scale (what dense F.linear on the
+    # dequantized weight multiplies), so one accumulator runs across groups (no per-group product
+    # and rescale); FOLD is ignored. The other forms multiply the exact integers q.
     HALF: tl.constexpr = GROUP // 2
     jj = tl.arange(0, HALF_PAD)
     cc = tl.arange(0, 2 * HALF_PAD)
@@ -271,7 +275,23 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
             xt = xt.to(tl.float32)
             if HALVES:
                 xo = xo.to(tl.float32)
-        if HALVES:
+        if ROUND and HALVES:
+            lo, hi = _dequant_halves(b, X_BF16, UPCAST, ASM, False)
+            lo = _scaled(lo, sc, X_BF16, UPCAST)
+            hi = _scaled(hi, sc, X_BF16, UPCAST)
+            if W_AS_B:
+                acc = tl.dot(tl.trans(xt), tl.trans(lo), acc)
+                acc = tl.dot(tl.trans(xo), tl.trans(hi), acc)
+            else:
+                acc = tl.dot(lo, xt, acc)
+                acc = tl.dot(hi, xo, acc)
+        elif ROUND:
+            wq = _scaled(_dequant16(b, BLOCK_N, HALF_PAD, X_BF16, UPCAST, ASM), sc, X_BF16, UPCAST)
+            if W_AS_B:
+                acc = tl.dot(tl.trans(xt), tl.trans(wq), acc)
+            else:
+                acc = tl.dot(wq, xt, acc)
+        elif HALVES:
             lo, hi = _dequant_halves(b, X_BF16, UPCAST, ASM, FOLD)
             if W_AS_B:
                 part = tl.dot(tl.trans(xt), tl.trans(lo))
@@ -285,7 +305,7 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
                 part = tl.dot(tl.trans(xt), tl.trans(wq))
             else:  # exact integer weights: the scale is applied once per group
                 part = tl.dot(wq, xt)
-        if FOLD:
+        if FOLD and not ROUND:
             xs = tl.sum(xt.to(tl.float32), axis=0)
             if HALVES:
                 xs += tl.sum(xo.to(tl.float32), axis=0)
@@ -293,15 +313,32 @@ def _tile_dot(x_ptr, w_ptr, s_ptr, offs_m, offs_n, g_start, g_end,
                 part -= _fold_offset(X_BF16) * xs[:, None]
             else:
                 part -= _fold_offset(X_BF16) * xs[None, :]
-        if W_AS_B:
-            acc += part * sc[None, :]
-        else:
-            acc += part * sc[:, None]
+        if not ROUND:
+            if W_AS_B:
+                acc += part * sc[None, :]
+            else:
+                acc += part * sc[:, None]
     if W_AS_B:
         out = tl.trans(acc)
     else:
         out = acc
     return out
+
+
+@triton.jit
+def _scaled(w, sc, X_BF16: tl.constexpr, UPCAST: tl.constexpr):
+    """Decoded integers [R, C] times the rows' scales [R] (exact in FP32), rounded once to x's
+    dtype (kept in FP32 under the interpreter, whose BF16 dot is wrong)."""
+    p = w.to(tl.float32) * sc[:, None]
+    if UPCAST and X_BF16:  # the interpreter truncates FP32 -> BF16: round to nearest even here
+        bits = p.to(tl.int32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
+        r = bits.to(tl.float32, bitcast=True)
+    else:
+        r = p.to(tl.bfloat16 if X_BF16 else tl.float16)
+        if UPCAST:
+            r = r.to(tl.float32)
+    return r
 
 
 @triton.jit
@@ -329,7 +366,8 @@ def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
                     SPLIT_K: tl.constexpr, X_BF16: tl.constexpr,
                     UPCAST: tl.constexpr, ASM: tl.constexpr = False,
                     ONE_ROW: tl.constexpr = False, W_AS_B: tl.constexpr = False,
-                    HALVES: tl.constexpr = False, FOLD: tl.constexpr = False):  # fmt: skip
+                    HALVES: tl.constexpr = False, FOLD: tl.constexpr = False,
+                    ROUND: tl.constexpr = False):  # fmt: skip
     # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K, write y M*N; with
     # SPLIT_K > 1 also write + read SPLIT_K*M*N FP32 partials. FLOPs 2*M*N*K.
     # w_ptr: the packed weight as int32 words (BLOCK_M == 1) or bytes (tensor-core paths);
@@ -366,7 +404,7 @@ def _int4_mm_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
         acc = _tile_dot(x_ptr, w_ptr, s_ptr, offs_m % M, rows_n, g_start, g_end,
                         stride_xm, stride_xk, stride_wn, stride_sn,
                         GROUP, HALF_PAD, BLOCK_M, BLOCK_N, X_BF16, UPCAST, ASM,
-                        ONE_ROW, W_AS_B, HALVES, FOLD)  # fmt: skip
+                        ONE_ROW, W_AS_B, HALVES, FOLD, ROUND)  # fmt: skip
         mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
         if SPLIT_K == 1:
             y_ptrs = (
