@@ -15,6 +15,8 @@ reads). With ``need_dw=False`` (a frozen weight) no dw work is done at all.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
@@ -41,6 +43,7 @@ def _rms_bwd_resident(
     w_ptr,
     dx_ptr,
     dwp_ptr,
+    dw_ptr,
     n_rows,
     rows_per_prog,
     eps,
@@ -50,9 +53,11 @@ def _rms_bwd_resident(
     HAS_DH: tl.constexpr,
     HAS_DW: tl.constexpr,
     PREFETCH: tl.constexpr,
+    EARLY_DH: tl.constexpr = False,
 ):
     # Program g owns rows [g * rows_per_prog, (g + 1) * rows_per_prog), ROWS at a time, and
-    # writes its dw partial (sum over its rows of dy * h * rstd) to row g of dwp.
+    # writes its dw partial (sum over its rows of dy * h * rstd) to row g of dwp; a grid of one
+    # program writes dw itself (rounded once), so no finish kernel is launched.
     g = tl.program_id(0)
     r0 = g.to(tl.int64) * rows_per_prog
     r_end = tl.minimum(r0 + rows_per_prog, n_rows)
@@ -97,15 +102,24 @@ def _rms_bwd_resident(
             idx = (rows * N)[:, None] + offs
             hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+            if EARLY_DH and HAS_DH:  # dh's load overlaps the two row reductions
+                dh_e = tl.load(dh_ptr + idx, mask=m, other=0.0)
             w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
             rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + tl.cast(eps, tl.float32)))[:, None]
             c = (tl.sum(hf * w * dy, 1) / N)[:, None]
-            dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
+            if EARLY_DH and HAS_DH:
+                dx = rstd * (w * dy - hf * ((c * rstd) * rstd)) + dh_e.to(tl.float32)
+            else:
+                dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
             tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
             if HAS_DW:
                 acc += dy * hf * rstd
     if HAS_DW:
-        tl.store(dwp_ptr + g.to(tl.int64) * N + offs, tl.sum(acc, 0)[None, :], mask=cm)
+        part = tl.sum(acc, 0)[None, :]
+        if tl.num_programs(0) == 1:  # runtime: a new row count never compiles a new kernel
+            tl.store(dw_ptr + offs, part.to(dw_ptr.dtype.element_ty), mask=cm)
+        else:
+            tl.store(dwp_ptr + g.to(tl.int64) * N + offs, part, mask=cm)
 
 
 @triton.jit
@@ -217,6 +231,7 @@ def _rms_dw_partial(
     h_ptr,
     rstd_ptr,
     part_ptr,
+    dw_ptr,
     rows,
     rows_per_group,
     N: tl.constexpr,
@@ -240,7 +255,11 @@ def _rms_dw_partial(
         dy = tl.load(dy_ptr + idx, mask=mm, other=0.0).to(tl.float32)
         rs = tl.load(rstd_ptr + rr, mask=rr < r_end, other=0.0)[:, None]
         acc += dy * hf * rs
-    tl.store(part_ptr + g.to(tl.int64) * N + cols, tl.sum(acc, 0)[None, :], mask=m)
+    part = tl.sum(acc, 0)[None, :]
+    if tl.num_programs(1) == 1:  # one row group: dw itself, no finish kernel
+        tl.store(dw_ptr + cols, part.to(dw_ptr.dtype.element_ty), mask=m)
+    else:
+        tl.store(part_ptr + g.to(tl.int64) * N + cols, part, mask=m)
 
 
 @triton.jit(do_not_specialize=["groups"])
@@ -263,16 +282,83 @@ def _rms_dw_finish(
 
 DW_BLOCK = 256  # columns per dw partial program (separate dw pass)
 DW_STEP = 8  # rows per step of a dw partial program
-# Finish kernel: 64 columns x 32 partial rows per step (8 KB of loads in flight per program,
-# cdiv(width, 64) programs). One partial row per step made the finish kernel the bottleneck of
-# the whole backward at 4096x4096 (R1: 68.7 us for 96 MB).
-DW_FINISH_BLOCK = 64
+# Finish kernel: 32 partial rows per step, FINISH_COLS columns per program. One partial row per
+# step made the finish kernel the bottleneck of the whole backward at 4096x4096 (R1: 68.7 us for
+# 96 MB). FINISH_COLS = 0: columns per program from the SM count (at least one program per SM
+# where the width allows, 16-64 columns); the old fixed 64 left 16 programs for width 1024.
 DW_FINISH_GROUPS = 32
 
 
-def _finish_dw(part, dw, groups: int, n: int) -> None:
-    launch(_rms_dw_finish, (triton.cdiv(n, DW_FINISH_BLOCK),), part, dw, groups,
-        N=n, BLOCK=DW_FINISH_BLOCK, GROUPS=DW_FINISH_GROUPS, num_warps=4)  # fmt: skip
+@dataclass(frozen=True)
+class BwdTune:
+    """Knobs of the resident backward's row groups and dw finish (the module's ``TUNE``; the
+    sweep experiments/rmsbwd_sweep.py swaps it to compare rules in one run).
+
+    - ``min_group_elems``: every row group holds at least this many elements (rows * width), so
+      small shapes launch few groups: fewer FP32 partials to write and add, and a single group
+      (``rows * width <= min_group_elems``) writes dw directly (one kernel per backward). 0: the
+      plan's groups per SM alone decide (the old rule).
+    - ``finish_cols``: columns per finish program; 0 derives it from the SM count.
+    - ``early_dh``: plans without prefetch load dh with h and dy, before the row reductions.
+    - ``legacy``: the old rule everywhere (groups = programs_per_sm * SMs, 64 finish columns).
+    """
+
+    min_group_elems: int = 8192
+    finish_cols: int = 0
+    early_dh: bool = False
+    legacy: bool = False
+
+
+TUNE = BwdTune()
+
+
+def finish_cols(n: int, sm_count: int) -> int:
+    """Columns per finish program: the largest power of two in [16, 64] that still gives about one
+    program per SM (``n // sm_count``), so a narrow dw is not added up by a handful of programs."""
+    if TUNE.finish_cols:
+        return TUNE.finish_cols
+    if TUNE.legacy:
+        return 64
+    c = 16
+    while c < 64 and 2 * c <= n // max(sm_count, 1):
+        c *= 2
+    return c
+
+
+def row_groups(rows: int, n: int, rows_per_step: int, per_sm: int, sm_count: int) -> int:
+    """Row groups of the resident backward (one program and one FP32 partial row each)."""
+    groups = max(1, min(triton.cdiv(rows, rows_per_step), per_sm * sm_count))
+    if TUNE.min_group_elems and not TUNE.legacy:
+        groups = max(1, min(groups, rows * n // TUNE.min_group_elems))
+    rows_per_prog = triton.cdiv(rows, groups)
+    return triton.cdiv(rows, rows_per_prog)
+
+
+def _finish_dw(part, dw, groups: int, n: int, sm_count: int) -> None:
+    fc = finish_cols(n, sm_count)
+    launch(_rms_dw_finish, (triton.cdiv(n, fc),), part, dw, groups,
+        N=n, BLOCK=fc, GROUPS=DW_FINISH_GROUPS, num_warps=4 if fc >= 64 else 2)  # fmt: skip
+
+
+def backward_kernels(rows: int, n: int, device, plan=None, need_dw: bool = True) -> int:
+    """Kernels one backward launches at this shape (for the sweep's and the tests' counts)."""
+    if rows == 0:
+        return 1 if need_dw else 0  # dw.zero_()
+    p = plan_for(rows, n, device, plan, "rms_bwd")
+    sm = device_info(device).sm_count
+    if p.kind == "resident":
+        groups = row_groups(rows, n, p.rows, p.programs_per_sm or RMS_BWD_GROUPS_PER_SM, sm)
+        return 1 + int(need_dw and groups > 1)
+    main = 1 if p.kind == "looped" else 2
+    if not need_dw:
+        return main
+    return main + 1 + int(_dw_groups(rows, n, sm) > 1)
+
+
+def _dw_groups(rows: int, n: int, sm: int) -> int:
+    col_blocks = triton.cdiv(n, DW_BLOCK)
+    groups = max(1, min(triton.cdiv(rows, DW_STEP), triton.cdiv(8 * sm, col_blocks), 1024))
+    return triton.cdiv(rows, triton.cdiv(rows, groups))
 
 
 def add_rms_norm_backward(
@@ -291,31 +377,33 @@ def add_rms_norm_backward(
         if dw is not None:
             dw.zero_()
         return dx, dw
-    rstd = empty((rows,), torch.float32, h.device)  # per-row 1/rms for the separate dw pass
     p = plan_for(rows, n, h.device, plan, "rms_bwd")
     if p.kind == "coop":
         raise ValueError(
             "plan: cooperative (coop) plans are forward-only; pass a resident, looped or split "
             "plan, or plan=None for the rule"
         )
+    sm = device_info(h.device).sm_count
     has_dh = dh is not None
     dh_arg = dh if has_dh else dy  # never read when HAS_DH is False
     dx_arg = dx if dx is not None else empty(h.shape, h.dtype, h.device)
+    dw_arg = dw if dw is not None else dx_arg  # never written when HAS_DW is False
     if p.kind == "resident":
-        # Row groups: a few per SM (dw partials stay small), at most one per ROWS rows.
-        per_sm = p.programs_per_sm or RMS_BWD_GROUPS_PER_SM
-        groups = max(1, min(triton.cdiv(rows, p.rows), per_sm * device_info(h.device).sm_count))
+        # Row groups: a few per SM (dw partials stay small), at most one per ROWS rows, and
+        # (TUNE.min_group_elems) at least that many elements each.
+        groups = row_groups(rows, n, p.rows, p.programs_per_sm or RMS_BWD_GROUPS_PER_SM, sm)
         rows_per_prog = triton.cdiv(rows, groups)
-        groups = triton.cdiv(rows, rows_per_prog)
-        dwp = empty((groups, n), torch.float32, h.device) if need_dw else rstd
+        dwp = empty((groups, n), torch.float32, h.device) if need_dw and groups > 1 else dw_arg
         launch(_rms_bwd_resident, (groups,),
-            dy, dh_arg, h, weight, dx_arg, dwp, rows, rows_per_prog, eps,
+            dy, dh_arg, h, weight, dx_arg, dwp, dw_arg, rows, rows_per_prog, eps,
             N=n, BLOCK=p.resident_block(n, False), ROWS=p.rows, HAS_DH=has_dh, HAS_DW=need_dw,
-            PREFETCH=p.prefetch, num_warps=p.num_warps,
+            PREFETCH=p.prefetch, EARLY_DH=TUNE.early_dh and not p.prefetch and not TUNE.legacy,
+            num_warps=p.num_warps,
         )  # fmt: skip
-        if need_dw:
-            _finish_dw(dwp, dw, groups, n)
+        if need_dw and groups > 1:
+            _finish_dw(dwp, dw, groups, n, sm)
         return dx, dw
+    rstd = empty((rows,), torch.float32, h.device)  # per-row 1/rms for the separate dw pass
     if p.kind == "looped":
         launch(_rms_bwd_looped, (rows,),
             dy, dh_arg, h, weight, dx_arg, rstd, eps, N=n, BLOCK=p.block, HAS_DH=has_dh,
@@ -324,31 +412,21 @@ def add_rms_norm_backward(
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks, 2), torch.float32, h.device)
-        launch(
-            _rms_bwd_split_stats,
-            (rows, n_chunks),
-            dy,
-            h,
-            weight,
-            part,
-            chunk,
-            n_chunks,
-            N=n,
-            BLOCK=p.block,
-            num_warps=p.num_warps,
-        )
+        launch(_rms_bwd_split_stats, (rows, n_chunks),
+            dy, h, weight, part, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps,
+        )  # fmt: skip
         launch(_rms_bwd_split_write, (rows, n_chunks),
             dy, dh_arg, h, weight, dx_arg, rstd, part, eps, chunk, n_chunks, N=n, BLOCK=p.block,
             SPLIT_PAD=p.split_pad(n), HAS_DH=has_dh, num_warps=p.num_warps,
         )  # fmt: skip
     if need_dw:
         col_blocks = triton.cdiv(n, DW_BLOCK)
-        sm = device_info(h.device).sm_count
-        groups = max(1, min(triton.cdiv(rows, DW_STEP), triton.cdiv(8 * sm, col_blocks), 1024))
+        groups = _dw_groups(rows, n, sm) if not TUNE.legacy else max(2, _dw_groups(rows, n, sm))
         rows_per_group = triton.cdiv(rows, groups)
         groups = triton.cdiv(rows, rows_per_group)
-        part = empty((groups, n), torch.float32, h.device)
-        launch(_rms_dw_partial, (col_blocks, groups), dy, h, rstd, part, rows, rows_per_group,
-            N=n, BLOCK=DW_BLOCK, STEP=DW_STEP, num_warps=4)  # fmt: skip
-        _finish_dw(part, dw, groups, n)
+        part = empty((groups, n), torch.float32, h.device) if groups > 1 else dw
+        launch(_rms_dw_partial, (col_blocks, groups), dy, h, rstd, part, dw, rows,
+            rows_per_group, N=n, BLOCK=DW_BLOCK, STEP=DW_STEP, num_warps=4)  # fmt: skip
+        if groups > 1:
+            _finish_dw(part, dw, groups, n, sm)
     return dx, dw
