@@ -84,12 +84,15 @@ def candidates(rows: int, n: int, sm: int, phase: int):
         if k != base.programs_per_sm:
             p = RowPlan("resident", body, w0, programs_per_sm=k, prefetch=base.prefetch)
             out.append((f"k{k}", new, p))
-    if body <= 4096:
-        for r in (2, 4):
-            if r * body <= 8192:
+    # Several rows per step: a [r, body] tile (warps for the tile), prefetched up to 4096
+    # elements, single-buffered up to 8192: more loads in flight per program with fewer groups.
+    for r in (2, 4, 8):
+        for pf in (True, False):
+            if r * body <= (4096 if pf else 8192):
+                w = min(16, max(w0, r * body // 512))
                 for k in (1, 2):
-                    p = RowPlan("resident", body, w0, rows=r, programs_per_sm=k)
-                    out.append((f"r{r}k{k}", new, p))
+                    p = RowPlan("resident", body, w, rows=r, programs_per_sm=k, prefetch=pf)
+                    out.append((f"r{r}{'p' if pf else 'n'}w{w}k{k}", new, p))
     if not base.prefetch:
         for k in (1, 2):
             p = RowPlan("resident", body, w0, programs_per_sm=k, prefetch=False)
@@ -137,7 +140,11 @@ def time_fn(fns, tiny: bool, target_s: float):
         return dt, dt, len(fns)
     from graph_timer import bench_graph
 
-    return bench_graph(call, target_s=target_s, replays=3, max_calls=max(200, 2 * len(fns)))
+    # Calls per graph from device time (a 4-call graph), not from the host-bound eager estimate:
+    # a replay of about target_s, and every rotated input set at least once where that fits.
+    d = bench_graph(call, replays=1, calls=4)[0]
+    n = int(min(max(target_s / max(d, 1e-7), 4, min(len(fns), 200)), 200))
+    return bench_graph(call, replays=3, calls=n)
 
 
 def with_tune(tune, fn):

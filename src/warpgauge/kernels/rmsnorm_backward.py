@@ -6,9 +6,12 @@ residual. dw = sum over rows of dy * h * rstd.
 
 Resident plans fuse dw into the main pass: each program takes a contiguous group of rows, keeps
 per-column FP32 sums in registers, and writes one partial row; a finish kernel adds the groups'
-partials in a fixed order (g = 0, 1, ...) and rounds once. Deterministic, no atomics.
+partials in a fixed order (g = 0, 1, ...) and rounds once. Deterministic, no atomics. The number
+of groups depends on the shape and the SM count only (``row_groups``), so the order of additions
+is the same on every call. A shape small enough for one group writes dw directly: one kernel.
 I/O: read h, dy (+ dh), w once; write dx, plus groups * width FP32 partials (written and read
-once; groups ~ a few per SM, so small next to rows * width).
+once; groups ~ a few per SM and at most rows * width / TUNE.min_group_elems, so small next to
+rows * width).
 Looped and split plans compute dx as before and sum dw in a separate pass over h and dy (two more
 reads). With ``need_dw=False`` (a frozen weight) no dw work is done at all.
 """
@@ -356,8 +359,13 @@ def backward_kernels(rows: int, n: int, device, plan=None, need_dw: bool = True)
 
 
 def _dw_groups(rows: int, n: int, sm: int) -> int:
+    """Row groups of the separate dw pass (looped and split plans): about 8 programs per SM over
+    the column blocks and row groups, at most 1024 groups; one group writes dw itself (the old
+    rule, ``TUNE.legacy``, always used two, or one for a single row, and the finish kernel)."""
     col_blocks = triton.cdiv(n, DW_BLOCK)
     groups = max(1, min(triton.cdiv(rows, DW_STEP), triton.cdiv(8 * sm, col_blocks), 1024))
+    if TUNE.legacy:
+        groups = max(2, groups)
     return triton.cdiv(rows, triton.cdiv(rows, groups))
 
 
@@ -421,9 +429,8 @@ def add_rms_norm_backward(
         )  # fmt: skip
     if need_dw:
         col_blocks = triton.cdiv(n, DW_BLOCK)
-        groups = _dw_groups(rows, n, sm) if not TUNE.legacy else max(2, _dw_groups(rows, n, sm))
+        groups = _dw_groups(rows, n, sm)
         rows_per_group = triton.cdiv(rows, groups)
-        groups = triton.cdiv(rows, rows_per_group)
         part = empty((groups, n), torch.float32, h.device) if groups > 1 else dw
         launch(_rms_dw_partial, (col_blocks, groups), dy, h, rstd, part, dw, rows,
             rows_per_group, N=n, BLOCK=DW_BLOCK, STEP=DW_STEP, num_warps=4)  # fmt: skip
