@@ -147,6 +147,41 @@ def time_fn(fns, tiny: bool, target_s: float):
     return bench_graph(call, replays=3, calls=n)
 
 
+COLD1_MAX_BYTES = 64 << 20  # the single-call cold lane only where launches matter
+_FLUSH: list = []
+
+
+def cold1(fn, l2: int, reps: int = 12) -> float:
+    """The harness's cold lane: median us of one call per graph replay, L2 flushed (a write of
+    4x L2) before each replay, outside the timed interval."""
+    if not _FLUSH:
+        _FLUSH.append(torch.empty(4 * l2, dtype=torch.uint8, device="cuda"))
+    buf = _FLUSH[0]
+    fn()
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g.replay()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(True), torch.cuda.Event(True)
+    ts = []
+    for _ in range(reps):
+        buf.zero_()
+        e0.record()
+        g.replay()
+        e1.record()
+        e1.synchronize()
+        ts.append(e0.elapsed_time(e1) * 1e3)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
 def with_tune(tune, fn):
     def run():
         old = bwd.TUNE
@@ -198,6 +233,8 @@ def bwd_case(rows, n, dev, sm, l2, tiny, emit, deadline, warm_only=False, phase=
                     time_fn(fns[:1], tiny, TARGET_S)[0] * 1e6 if len(fns) > 1 else rec["rot_us"]
                 )
                 rec["tbps_rot"] = set_bytes / (rec["rot_us"] * 1e-6) / 1e12
+                if not tiny and set_bytes <= COLD1_MAX_BYTES:
+                    rec["cold1_us"] = cold1(fns[0], l2)
         except Exception as e:  # a sweep records a candidate's failure and goes on
             rec["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         emit(rec)
@@ -254,6 +291,8 @@ def step_case(rows, n, dev, l2, tiny, emit, deadline, warm_only=False):
                 rec["warm_us"] = (
                     time_fn(fns[:1], tiny, TARGET_S)[0] * 1e6 if len(fns) > 1 else rec["rot_us"]
                 )
+                if not tiny and set_bytes <= COLD1_MAX_BYTES:
+                    rec["cold1_us"] = cold1(fns[0], l2)
         except Exception as e:
             rec["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         emit(rec)
@@ -264,12 +303,17 @@ STEP_SHAPES = TRAINING + [(4096, 4096), (1024, 4096), (4096, 2048), (128, 4096),
                           (4096, 11008), (1024, 16384), (8192, 2560)]  # fmt: skip
 
 
+def _f(v, w=8):
+    return f"{v:{w}.2f}" if v else f"{'-':>{w}}"
+
+
 def summarize(recs: list[dict]) -> None:
-    by = {}
+    by: dict = {}
     for r in recs:
         by.setdefault((r["kind"], r["rows"], r["width"]), {})[r["cand"]] = r
-    print("\nbackward only, rotated inputs (us): old, new, best candidate")
-    print(f"{'shape':>14} {'old':>8} {'new':>8} {'new/old':>8} {'best':>10} {'us':>8} {'k':>2}")
+    print("\nbackward only (us): rotated lane old / new / best candidate; cold1 old / new / best")
+    print(f"{'shape':>14} {'old':>8} {'new':>8} {'old/new':>7} {'best':>12} {'us':>8} {'k':>2} "
+          f"| {'c1 old':>8} {'c1 new':>8} {'c1 best':>12} {'us':>8}")  # fmt: skip
     for (kind, rows, n), c in by.items():
         if kind != "bwd":
             continue
@@ -279,28 +323,29 @@ def summarize(recs: list[dict]) -> None:
             continue
         best = min(ok, key=lambda k: ok[k]["rot_us"])
         o, nw = ok.get("old", {}).get("rot_us"), ok.get("new", {}).get("rot_us")
-        ratio = f"{o / nw:8.2f}" if o and nw else f"{'-':>8}"
-        print(f"{rows:>7}x{n:<6} {o or 0:8.2f} {nw or 0:8.2f} {ratio} {best:>10} "
-              f"{ok[best]['rot_us']:8.2f} {ok.get('new', {}).get('kernels', 0):>2}")  # fmt: skip
-    print("\ntraining step (fwd+bwd), rotated | warm (us); ratio = torch / wg-new")
+        ratio = f"{o / nw:7.2f}" if o and nw else f"{'-':>7}"
+        c1 = {k: v["cold1_us"] for k, v in ok.items() if "cold1_us" in v}
+        b1 = min(c1, key=c1.get) if c1 else "-"
+        print(f"{rows:>7}x{n:<6} {_f(o)} {_f(nw)} {ratio} {best:>12} {_f(ok[best]['rot_us'])} "
+              f"{ok.get('new', {}).get('kernels', 0):>2} | {_f(c1.get('old'))} {_f(c1.get('new'))} "
+              f"{b1:>12} {_f(c1.get(b1))}")  # fmt: skip
+    print(
+        "\ntraining step (fwd+bwd, us): rotated lane torch / wg-old / wg-new (torch/new) | "
+        "warm torch / new | cold1 torch / old / new (torch/new)"
+    )
     for (kind, rows, n), c in by.items():
         if kind != "step":
             continue
-        vals = {k: (v.get("rot_us"), v.get("warm_us")) for k, v in c.items()}
-        t, o, nw = (
-            vals.get("torch", (None,)),
-            vals.get("wg-old", (None,)),
-            vals.get("wg-new", (None,)),
-        )
 
-        def f(v):
-            return f"{v:8.2f}" if v else f"{'err':>8}"
+        def g(name, key, c=c):
+            return c.get(name, {}).get(key)
 
-        ratio = f"{t[0] / nw[0]:6.2f}" if t[0] and nw[0] else "   -  "
-        print(
-            f"{rows:>7}x{n:<6} torch {f(t[0])} old {f(o[0])} new {f(nw[0])} x{ratio} | warm "
-            f"torch {f(t[1] if len(t) > 1 else None)} new {f(nw[1] if len(nw) > 1 else None)}"
-        )
+        t, o, nw = g("torch", "rot_us"), g("wg-old", "rot_us"), g("wg-new", "rot_us")
+        t1, o1, n1 = g("torch", "cold1_us"), g("wg-old", "cold1_us"), g("wg-new", "cold1_us")
+        r = f"{t / nw:5.2f}" if t and nw else "  -  "
+        r1 = f"{t1 / n1:5.2f}" if t1 and n1 else "  -  "
+        print(f"{rows:>7}x{n:<6} {_f(t)} {_f(o)} {_f(nw)} x{r} | {_f(g('torch', 'warm_us'))} "
+              f"{_f(g('wg-new', 'warm_us'))} | {_f(t1)} {_f(o1)} {_f(n1)} x{r1}")  # fmt: skip
 
 
 def main():

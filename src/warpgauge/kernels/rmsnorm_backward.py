@@ -401,7 +401,9 @@ def add_rms_norm_backward(
         # (TUNE.min_group_elems) at least that many elements each.
         groups = row_groups(rows, n, p.rows, p.programs_per_sm or RMS_BWD_GROUPS_PER_SM, sm)
         rows_per_prog = triton.cdiv(rows, groups)
-        dwp = empty((groups, n), torch.float32, h.device) if need_dw and groups > 1 else dw_arg
+        # One group writes dw itself; dwp stays an FP32 pointer (never written then) so that
+        # the kernel's specialization, and its compiled binary, does not depend on the row count.
+        dwp = empty((groups if need_dw and groups > 1 else 1, n), torch.float32, h.device)
         launch(_rms_bwd_resident, (groups,),
             dy, dh_arg, h, weight, dx_arg, dwp, dw_arg, rows, rows_per_prog, eps,
             N=n, BLOCK=p.resident_block(n, False), ROWS=p.rows, HAS_DH=has_dh, HAS_DW=need_dw,
@@ -431,7 +433,7 @@ def add_rms_norm_backward(
         col_blocks = triton.cdiv(n, DW_BLOCK)
         groups = _dw_groups(rows, n, sm)
         rows_per_group = triton.cdiv(rows, groups)
-        part = empty((groups, n), torch.float32, h.device) if groups > 1 else dw
+        part = empty((groups, n), torch.float32, h.device)  # FP32 even when unused (1 group)
         launch(_rms_dw_partial, (col_blocks, groups), dy, h, rstd, part, dw, rows,
             rows_per_group, N=n, BLOCK=DW_BLOCK, STEP=DW_STEP, num_warps=4)  # fmt: skip
         if groups > 1:
