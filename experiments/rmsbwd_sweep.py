@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from warpgauge.kernels import _replay  # noqa: E402
 from warpgauge.kernels import rmsnorm_backward as bwd  # noqa: E402
 from warpgauge.kernels.plans import RowPlan, body_block  # noqa: E402
 from warpgauge.reference import compare  # noqa: E402
@@ -275,7 +276,8 @@ def step_case(rows, n, dev, l2, tiny, emit, deadline, warm_only=False):
         if time.time() > deadline:
             return False
         rec = {"kind": "step", "rows": rows, "width": n, "cand": name}
-        try:
+        _replay.clear()  # eager calls replay recorded launches: a recording made under another
+        try:  # provider's TUNE must not serve this one
             f = step if tune is None else (lambda s, st=step, t=tune: with_tune(t, lambda: st(s))())
             gx, gr, gw = f(sets[0])
             if warm_only:
