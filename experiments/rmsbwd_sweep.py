@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 
 import torch
 import torch.nn.functional as F
@@ -195,7 +196,41 @@ def with_tune(tune, fn):
     return run
 
 
-def bwd_case(rows, n, dev, sm, l2, tiny, emit, deadline, warm_only=False, phase=0):
+def compile_key(rows, n, sm, tune, plan) -> int:
+    """Candidates that compile the same kernels share a key (the resolved plan, the tune's
+    constexpr-relevant fields): one warm-up worker compiles each key."""
+    p = plan or RowPlan.for_shape(rows, n, sm, "rms_bwd")
+    pad = p.split_pad(n) if p.kind == "split" else 0  # programs_per_sm compiles nothing
+    return zlib.crc32(repr((n, p.kind, p.block, p.rows, p.num_warps, p.prefetch, pad,
+                            tune.early_dh)).encode())  # fmt: skip
+
+
+def warm_up(shapes, part, nparts, dev, sm, l2, tiny, deadline):
+    """Compile worker: the unique compile keys, in grid order, dealt round-robin to the parts;
+    this part runs one candidate (or training step) of each of its keys once."""
+    order: dict = {}  # key -> (rows, n, candidate name or None for the step)
+    for rows, n in shapes:
+        for name, tune, plan in candidates(rows, n, sm, 0) + candidates(rows, n, sm, 1):
+            order.setdefault(compile_key(rows, n, sm, tune, plan), (rows, n, name))
+        if (rows, n) in STEP_SHAPES:
+            order.setdefault(("step", n), (rows, n, None))
+    mine: dict = {}
+    for i, (rows, n, name) in enumerate(order.values()):
+        if i % nparts == part:
+            mine.setdefault((rows, n), []).append(name)
+    for (rows, n), names in mine.items():
+        if time.time() > deadline:
+            return
+        if any(names_ is not None for names_ in names):
+            bwd_case(rows, n, dev, sm, l2, tiny, lambda r: None, deadline, True,
+                     only=[x for x in names if x is not None])  # fmt: skip
+        if None in names:
+            step_case(rows, n, dev, l2, tiny, lambda r: None, deadline, True)
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+
+
+def bwd_case(rows, n, dev, sm, l2, tiny, emit, deadline, warm_only=False, phase=0, only=()):
     set_bytes = rows * n * 2 * 4
     if not warm_only and not candidates(rows, n, sm, phase):
         return True
@@ -206,6 +241,7 @@ def bwd_case(rows, n, dev, sm, l2, tiny, emit, deadline, warm_only=False, phase=
     h, dy, dh = sets[0]
     dx_ref, dw_ref = (None, None) if warm_only else ref_grads(h, dy, dh, w)
     cands = candidates(rows, n, sm, 0) + candidates(rows, n, sm, 1) if warm_only else []
+    cands = [c for c in cands if c[0] in only]
     for name, tune, plan in cands or candidates(rows, n, sm, phase):
         if time.time() > deadline:
             return False
@@ -370,15 +406,8 @@ def main():
     sm = device_info(torch.device(dev, 0) if dev == "cuda" else torch.device("cpu")).sm_count
     l2 = device_info(torch.device(dev)).l2_bytes if dev == "cuda" else 4 << 20
     shapes = grid(args.tiny)
-    widths = sorted({n for _, n in shapes})
-    if args.part >= 0:  # warm-up worker: compile this part's widths only
-        for rows, n in shapes:
-            if widths.index(n) % args.nparts == args.part and time.time() < deadline:
-                bwd_case(rows, n, dev, sm, l2, args.tiny, lambda r: None, deadline, True)
-                if (rows, n) in STEP_SHAPES:
-                    step_case(rows, n, dev, l2, args.tiny, lambda r: None, deadline, True)
-                if dev == "cuda":
-                    torch.cuda.empty_cache()
+    if args.part >= 0:  # warm-up worker: compile this part's kernels only
+        warm_up(shapes, args.part, args.nparts, dev, sm, l2, args.tiny, deadline)
         return
     os.makedirs(args.out, exist_ok=True)
     print(f"{len(shapes)} shapes, SMs {sm}, L2 {l2 >> 20} MiB, torch {torch.__version__}",
