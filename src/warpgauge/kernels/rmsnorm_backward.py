@@ -18,6 +18,7 @@ reads). With ``need_dw=False`` (a frozen weight) no dw work is done at all.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -343,11 +344,26 @@ def _finish_dw(part, dw, groups: int, n: int, sm_count: int) -> None:
         N=n, BLOCK=fc, GROUPS=DW_FINISH_GROUPS, num_warps=4 if fc >= 64 else 2)  # fmt: skip
 
 
+def bwd_plan(rows: int, n: int, device, plan=None):
+    """``plan`` if given, else the row plans' rule for ``rms_bwd`` (``plans.py``) with this
+    module's resident refinement (``resident_rule``) on top."""
+    p = plan_for(rows, n, device, plan, "rms_bwd")
+    if plan is not None or p.kind != "resident" or TUNE.legacy or not isinstance(rows, int):
+        return p
+    return resident_rule(rows, n, p, device_info(device).sm_count)
+
+
+@functools.lru_cache(maxsize=4096)
+def resident_rule(rows: int, n: int, p, sm_count: int):
+    """The resident backward plan for a shape (cached: a repeated call builds nothing)."""
+    return p
+
+
 def backward_kernels(rows: int, n: int, device, plan=None, need_dw: bool = True) -> int:
     """Kernels one backward launches at this shape (for the sweep's and the tests' counts)."""
     if rows == 0:
         return 1 if need_dw else 0  # dw.zero_()
-    p = plan_for(rows, n, device, plan, "rms_bwd")
+    p = bwd_plan(rows, n, device, plan)
     sm = device_info(device).sm_count
     if p.kind == "resident":
         groups = row_groups(rows, n, p.rows, p.programs_per_sm or RMS_BWD_GROUPS_PER_SM, sm)
@@ -385,7 +401,7 @@ def add_rms_norm_backward(
         if dw is not None:
             dw.zero_()
         return dx, dw
-    p = plan_for(rows, n, h.device, plan, "rms_bwd")
+    p = bwd_plan(rows, n, h.device, plan)
     if p.kind == "coop":
         raise ValueError(
             "plan: cooperative (coop) plans are forward-only; pass a resident, looped or split "
