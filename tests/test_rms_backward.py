@@ -30,6 +30,9 @@ CASES = [
     (130, 64, None),  # narrow rows, 130 rows: several groups even by default (8320 elements)
     (9, 1001, RowPlan("resident", 1024, 4, rows=2, programs_per_sm=2)),  # 2 rows/step, odd width
     (8, 9000, None),  # body 16384: no prefetch (early-dh applies), 1 program per SM
+    (32, 127, None),  # the rule: 16-row tiles of 128, one group (dw direct, one kernel)
+    (20, 1025, None),  # the rule: unaligned, launch block 2048 wider than the 1024 body's
+    (7, 513, None),  # the rule: unaligned, launch block 1024: 2-row tiles
     (5, 33, RowPlan("resident", 32, 1, rows=4, programs_per_sm=1)),  # rows/step > rows/group
     (6, 1000, RowPlan.looped(128)),  # looped dx + separate dw pass (1 dw group: direct)
     (24, 300, RowPlan.looped(64)),  # separate dw pass with 3 row groups and the finish
@@ -95,33 +98,69 @@ def test_strided_inputs_and_empty(tune):
 
 
 def test_row_groups_rule(monkeypatch):
-    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune(min_group_elems=8192))
-    # groups: at most per_sm * SMs, at most one per rows_per_step rows, >= 8192 elements each
-    assert bwd.row_groups(1024, 1024, 1, 8, 132) == 128
-    assert bwd.row_groups(32, 127, 1, 8, 132) == 1  # 4064 elements: one group, dw direct
-    assert bwd.row_groups(4096, 8192, 1, 1, 132) == 128  # 32 rows each: cdiv(4096, 32)
-    assert bwd.row_groups(1000, 64, 4, 8, 132) == 7  # 64000 elements // 8192
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune(min_group_elems=4096, min_rows_per_group=8))
+    # groups: at most per_sm * SMs and one per step of rows, >= 4096 elements each, and above
+    # one per SM at least 8 rows each; then cdiv again so that no group is empty
+    assert bwd.row_groups(1024, 1024, 2, 2, 132) == 128  # 8 rows per group (S1: 8.0 us)
+    assert bwd.row_groups(32, 127, 16, 2, 132) == 1  # 4064 elements: one group, dw direct
+    assert bwd.row_groups(256, 2048, 1, 4, 132) == 128  # 4096-element groups (S1: 6.70 us)
+    assert bwd.row_groups(2048, 2048, 1, 4, 132) == 256  # 8 rows each (S1: 15.9 vs 18.2 at 512)
+    assert bwd.row_groups(16384, 2048, 1, 4, 132) == 512  # many rows: 4 per SM (32 rows each)
+    assert bwd.row_groups(64, 4096, 1, 2, 132) == 64  # fewer rows than SMs: one row each
     monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune(legacy=True))
     assert bwd.row_groups(1024, 1024, 1, 8, 132) == 1024  # the old rule: one row per group
-    for rows in (1, 7, 100, 1000, 5000):  # every group non-empty (cdiv recomputed)
-        for per_sm in (1, 3, 8):
-            g = bwd.row_groups(rows, 64, 1, per_sm, 4)
-            rpp = -(-rows // g)
-            assert (g - 1) * rpp < rows <= g * rpp
+    assert bwd.row_groups(32, 127, 1, 8, 132) == 32
+    for tune in (bwd.BwdTune(), bwd.BwdTune(min_group_elems=0, min_rows_per_group=0)):
+        monkeypatch.setattr(bwd, "TUNE", tune)
+        for rows in (1, 7, 100, 1000, 5000):  # every group non-empty (cdiv recomputed)
+            for per_sm in (1, 3, 8):
+                g = bwd.row_groups(rows, 64, 1, per_sm, 4)
+                rpp = -(-rows // g)
+                assert (g - 1) * rpp < rows <= g * rpp
 
 
 def test_finish_cols_rule(monkeypatch):
     monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune())
     assert bwd.finish_cols(1024, 132) == 16  # 64 programs, not 16 of 64 columns
-    assert bwd.finish_cols(8192, 132) == 32
+    assert bwd.finish_cols(4096, 132) == 16
+    assert bwd.finish_cols(5120, 132) == 64  # >= 32 * SMs: 80 programs of 64 columns
     assert bwd.finish_cols(16384, 132) == 64
     assert bwd.finish_cols(100, 4) == 16
+    assert bwd.finish_cols(8192, 100) == 64
     monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune(legacy=True))
     assert bwd.finish_cols(1024, 132) == 64
 
 
+@pytest.mark.parametrize(
+    "width,want",
+    [
+        (127, RowPlan("resident", 128, 4, rows=16, programs_per_sm=2)),  # 2048-element tiles
+        (768, RowPlan("resident", 1024, 4, rows=2, programs_per_sm=2)),
+        (1024, RowPlan("resident", 1024, 4, rows=2, programs_per_sm=2)),
+        (513, RowPlan("resident", 1024, 4, rows=2, programs_per_sm=2)),  # launch block 1024
+        (4097, RowPlan("resident", 8192, 16, programs_per_sm=1)),  # launch block 8192
+        (8193, RowPlan("resident", 16384, 16, programs_per_sm=1, prefetch=False)),  # no spills
+        (4096, None),  # aligned, above the small tiles: the row plans' plan as is
+        (14336, None),
+    ],
+)
+def test_resident_rule(width, want, monkeypatch):
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune())
+    for rows in (64, 300, 4096):  # the width alone decides
+        base = RowPlan.for_shape(rows, width, 132, "rms_bwd")
+        assert base.kind == "resident"
+        assert bwd.resident_rule(width, base) == (want or base)
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune(legacy=True))
+    assert bwd.bwd_plan(300, width, torch.device("cpu")) == RowPlan.for_shape(
+        300, width, 4, "rms_bwd"
+    )
+
+
+SEPARATE_DW = [c for c in CASES if c[2] is not None and c[2].kind != "resident"]
+
+
 @pytest.mark.parametrize("tune", ["default", "many-groups", "legacy"], indirect=True)
-@pytest.mark.parametrize("rows,width,plan", [(3, 64, None), (130, 64, None), *CASES[5:]])
+@pytest.mark.parametrize("rows,width,plan", [(3, 64, None), (130, 64, None), *SEPARATE_DW])
 def test_kernel_count(rows, width, plan, tune, monkeypatch):
     """backward_kernels says how many launches a backward makes (the sweep reports it)."""
     launched = []
@@ -138,8 +177,9 @@ def test_kernel_count(rows, width, plan, tune, monkeypatch):
         launched.clear()
         bwd.add_rms_norm_backward(dy, None, h, w, 1e-6, need_dw=need_dw, plan=plan)
         assert len(launched) == bwd.backward_kernels(rows, width, h.device, plan, need_dw)
-        main = 2 if plan is not None and plan.kind == "split" else 1
-        assert ("_rms_dw_finish" in launched) == (len(launched) > main + int(plan is not None))
+        main = {"resident": 0, "looped": 1, "split": 2}[plan.kind if plan else "resident"]
+        dw = int(need_dw)  # the resident kernel computes dw itself; others run a dw pass
+        assert ("_rms_dw_finish" in launched) == (len(launched) > max(1, main + dw))
     if tune.legacy or tune.min_group_elems == 0:
         return
     if rows * width <= tune.min_group_elems and plan is None:

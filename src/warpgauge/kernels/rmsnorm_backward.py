@@ -28,7 +28,7 @@ import triton.language as tl
 from .._device import device_info
 from ._launch import empty, launch
 from ._rows import plan_for
-from .plans import RMS_BWD_GROUPS_PER_SM
+from .plans import RMS_BWD_GROUPS_PER_SM, RMS_BWD_PREFETCH_MAX, RowPlan, _warps
 
 
 @triton.jit
@@ -286,11 +286,19 @@ def _rms_dw_finish(
 
 DW_BLOCK = 256  # columns per dw partial program (separate dw pass)
 DW_STEP = 8  # rows per step of a dw partial program
-# Finish kernel: 32 partial rows per step, FINISH_COLS columns per program. One partial row per
-# step made the finish kernel the bottleneck of the whole backward at 4096x4096 (R1: 68.7 us for
-# 96 MB). FINISH_COLS = 0: columns per program from the SM count (at least one program per SM
-# where the width allows, 16-64 columns); the old fixed 64 left 16 programs for width 1024.
+# Finish kernel: 32 partial rows per step. One partial row per step made the finish kernel the
+# bottleneck of the whole backward at 4096x4096 (R1: 68.7 us for 96 MB).
 DW_FINISH_GROUPS = 32
+
+# The measurements behind the resident backward's rule: results/rmsbwd-h200/sweep.jsonl ("S1",
+# experiments/rmsbwd_sweep.py on the H200: BF16 with dh, CUDA-graph replay, inputs rotated past
+# 3x L2, every candidate FP64-gated; us per backward).
+# Rows per step for bodies up to 1024: a [rows, body] tile of ~2048 elements, 4 warps, 2 groups
+# per SM. S1 r2/4 warps/k2 at width 768-1024: 1024x1024 8.0 vs 9.8 one row per step (old 28.8),
+# 8192x1024 26.8 vs 36.8, 8192x768 23.2 vs 27.7, 32768x768 72.7 vs 83.8; within 6% of the best
+# at 2048x768 (10.6 vs 10.0) and 2048x1024. Not measured below width 768: the same tile size.
+SMALL_TILE = 2048
+SMALL_TILE_MAX_ROWS = 16
 
 
 @dataclass(frozen=True)
@@ -300,14 +308,21 @@ class BwdTune:
 
     - ``min_group_elems``: every row group holds at least this many elements (rows * width), so
       small shapes launch few groups: fewer FP32 partials to write and add, and a single group
-      (``rows * width <= min_group_elems``) writes dw directly (one kernel per backward). 0: the
-      plan's groups per SM alone decide (the old rule).
-    - ``finish_cols``: columns per finish program; 0 derives it from the SM count.
-    - ``early_dh``: plans without prefetch load dh with h and dy, before the row reductions.
-    - ``legacy``: the old rule everywhere (groups = programs_per_sm * SMs, 64 finish columns).
+      writes dw directly (one kernel per backward). 0: off. S1: 4096 is best or within 3% at
+      every 256-row shape (256x1024 6.05 us vs 7.67 at 8192 and 9.69 old; 256x2048 6.70 vs
+      6.87 and 10.67 old).
+    - ``min_rows_per_group``: above one group per SM, groups hold at least this many rows (the
+      partials' traffic is groups / rows of the main pass's). S1 2048x2048: 256 groups 15.9 us,
+      264 16.0, 512 18.2; 16384 rows keep 4 per SM (R2 16384x2048 80.9 us vs 88.9 at 2 per SM).
+    - ``finish_cols``: columns per finish program; 0: the rule of ``finish_cols``.
+    - ``early_dh``: plans without prefetch load dh with h and dy, before the row reductions
+      (S1 2048x14336: 103.9 us vs 87.8 without: off).
+    - ``legacy``: the rule before S1 (groups = programs_per_sm * SMs, 64 finish columns, the
+      row plans' resident plan as is).
     """
 
-    min_group_elems: int = 8192
+    min_group_elems: int = 4096
+    min_rows_per_group: int = 8
     finish_cols: int = 0
     early_dh: bool = False
     legacy: bool = False
@@ -317,23 +332,26 @@ TUNE = BwdTune()
 
 
 def finish_cols(n: int, sm_count: int) -> int:
-    """Columns per finish program: the largest power of two in [16, 64] that still gives about one
-    program per SM (``n // sm_count``), so a narrow dw is not added up by a handful of programs."""
+    """Columns per finish program: 64 once that leaves at least SM/2 programs (``n >= 32 * SMs``;
+    S1 256x5120-8192: 64 columns 10.1-11.2 us vs 32 columns 10.5-11.8), else the largest of 16
+    or 32 that gives about one program per SM (the old fixed 64 left 16 programs at width 1024)."""
     if TUNE.finish_cols:
         return TUNE.finish_cols
-    if TUNE.legacy:
+    if TUNE.legacy or n >= 32 * sm_count:
         return 64
-    c = 16
-    while c < 64 and 2 * c <= n // max(sm_count, 1):
-        c *= 2
-    return c
+    return 32 if n // max(sm_count, 1) >= 64 else 16
 
 
 def row_groups(rows: int, n: int, rows_per_step: int, per_sm: int, sm_count: int) -> int:
-    """Row groups of the resident backward (one program and one FP32 partial row each)."""
+    """Row groups of the resident backward (one program and one FP32 partial row each): at most
+    ``per_sm`` per SM and one per step of rows, then ``TUNE``'s caps. Depends on the shape and
+    the SM count only, so every call adds the partials in the same order."""
     groups = max(1, min(triton.cdiv(rows, rows_per_step), per_sm * sm_count))
-    if TUNE.min_group_elems and not TUNE.legacy:
-        groups = max(1, min(groups, rows * n // TUNE.min_group_elems))
+    if not TUNE.legacy:
+        if TUNE.min_group_elems:
+            groups = min(groups, max(1, rows * n // TUNE.min_group_elems))
+        if TUNE.min_rows_per_group:
+            groups = min(groups, max(sm_count, rows // TUNE.min_rows_per_group))
     rows_per_prog = triton.cdiv(rows, groups)
     return triton.cdiv(rows, rows_per_prog)
 
@@ -348,14 +366,29 @@ def bwd_plan(rows: int, n: int, device, plan=None):
     """``plan`` if given, else the row plans' rule for ``rms_bwd`` (``plans.py``) with this
     module's resident refinement (``resident_rule``) on top."""
     p = plan_for(rows, n, device, plan, "rms_bwd")
-    if plan is not None or p.kind != "resident" or TUNE.legacy or not isinstance(rows, int):
+    if plan is not None or p.kind != "resident" or TUNE.legacy:
         return p
-    return resident_rule(rows, n, p, device_info(device).sm_count)
+    return resident_rule(int(n), p)
 
 
 @functools.lru_cache(maxsize=4096)
-def resident_rule(rows: int, n: int, p, sm_count: int):
-    """The resident backward plan for a shape (cached: a repeated call builds nothing)."""
+def resident_rule(n: int, p):
+    """The resident backward plan for width ``n`` given the row plans' one (``p``); the width
+    alone decides (a new row count never compiles a new kernel):
+
+    - a row whose launch block is wider than its body's (an unaligned width such as 4097: the
+      backward reads it without the aligned-body path, block 8192) takes that block's warps and
+      groups per SM, and prefetches only up to ``RMS_BWD_PREFETCH_MAX`` (S1 512x4097: 16 warps,
+      1 group per SM 14.5 us vs 18.7 with 8 warps and 2; 16384-wide prefetch spills, R2);
+    - launch blocks up to 1024: ``SMALL_TILE``-element tiles of several rows (see there)."""
+    blk = p.resident_block(n, False)
+    if blk <= SMALL_TILE // 2:
+        r = min(SMALL_TILE_MAX_ROWS, SMALL_TILE // blk)
+        return RowPlan("resident", blk, 4, rows=r, programs_per_sm=2, prefetch=True)
+    if blk > p.block:
+        pf = blk <= RMS_BWD_PREFETCH_MAX
+        per_sm = max(1, RMS_BWD_PREFETCH_MAX // blk) if pf else 1
+        return RowPlan("resident", blk, _warps(blk), programs_per_sm=per_sm, prefetch=pf)
     return p
 
 
