@@ -10,9 +10,10 @@ def l2_bytes() -> int:
     return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20))
 
 
-def bench_graph(fn, target_s=1.0e-3, replays=3, max_calls=400):
+def bench_graph(fn, target_s=1.0e-3, replays=3, max_calls=400, calls=None):
     """(median, min, n): per-call seconds over ``replays`` replays of one graph of ``n``
-    back-to-back calls, ``n`` sized from an eager estimate so a replay lasts about ``target_s``."""
+    back-to-back calls, ``n`` sized from an eager estimate so a replay lasts about ``target_s``
+    (``calls`` forces ``n``: callers that sized it from device time)."""
     fn()
     torch.cuda.synchronize()
     s, e = torch.cuda.Event(True), torch.cuda.Event(True)
@@ -22,7 +23,7 @@ def bench_graph(fn, target_s=1.0e-3, replays=3, max_calls=400):
     e.record()
     torch.cuda.synchronize()
     t0 = max(s.elapsed_time(e) / 3e3, 1e-6)
-    n = int(min(max(target_s / t0, 4), max_calls))
+    n = int(calls) if calls else int(min(max(target_s / t0, 4), max_calls))
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):

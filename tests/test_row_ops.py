@@ -394,25 +394,27 @@ def test_strided_rows(rows, width, plan, device):
     assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x))
 
 
-def test_frozen_weight_skips_dw(device, monkeypatch):
-    """weight.requires_grad=False: autograd launches no dw kernel (no partials, no finish)."""
+@pytest.mark.parametrize("rows", [6, 300])  # one row group (dw written directly); several
+def test_frozen_weight_skips_dw(rows, device, monkeypatch):
+    """weight.requires_grad=False: autograd launches no dw work (no partials, no finish)."""
     from warpgauge.kernels import rmsnorm_backward as bwd_k
 
     launched = []
     real = bwd_k.launch
 
     def spy(kernel, grid, *args, **meta):
-        launched.append(getattr(kernel, "__name__", str(kernel)))
+        launched.append((getattr(kernel, "__name__", str(kernel)), meta.get("HAS_DW")))
         return real(kernel, grid, *args, **meta)
 
     monkeypatch.setattr(bwd_k, "launch", spy)
-    x = _rand((6, 64), torch.float32, device, seed=47).requires_grad_()
-    r = _rand((6, 64), torch.float32, device, seed=48).requires_grad_()
+    x = _rand((rows, 64), torch.float32, device, seed=47).requires_grad_()
+    r = _rand((rows, 64), torch.float32, device, seed=48).requires_grad_()
     for frozen in (True, False):
         w = _rand((64,), torch.float32, device, seed=49).requires_grad_(not frozen)
         launched.clear()
         y, h = wg.add_rms_norm(x, r, w)
         (y.sum() + h.sum()).backward()
-        assert launched[0] == "_rms_bwd_resident"
-        assert ("_rms_dw_finish" in launched) is not frozen
+        assert launched[0] == ("_rms_bwd_resident", not frozen)
+        assert len(launched) == bwd_k.backward_kernels(rows, 64, x.device, need_dw=not frozen)
+        assert (("_rms_dw_finish", None) in launched) is (not frozen and rows == 300)
         assert (w.grad is None) is frozen

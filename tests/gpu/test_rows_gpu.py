@@ -136,7 +136,7 @@ def test_new_row_counts_reuse_compiled_kernels_wide():
     )
     rms_k.add_rms_norm_backward(dy, None, h, w2.contiguous(), 1e-6)
     n = compiled_variants(bwd_k._rms_bwd_resident)
-    for rows in (17, 1024, 4097):
+    for rows in (1, 2, 17, 1024, 4097):  # 1-2 rows: one row group, dw written directly
         h, dy = _rand((rows, 4096), torch.bfloat16, 5), _rand((rows, 4096), torch.bfloat16, 6)
         rms_k.add_rms_norm_backward(dy, None, h, w2.contiguous(), 1e-6)
     assert compiled_variants(bwd_k._rms_bwd_resident) == n

@@ -6,14 +6,20 @@ residual. dw = sum over rows of dy * h * rstd.
 
 Resident plans fuse dw into the main pass: each program takes a contiguous group of rows, keeps
 per-column FP32 sums in registers, and writes one partial row; a finish kernel adds the groups'
-partials in a fixed order (g = 0, 1, ...) and rounds once. Deterministic, no atomics.
+partials in a fixed order (g = 0, 1, ...) and rounds once. Deterministic, no atomics. The number
+of groups depends on the shape and the SM count only (``row_groups``), so the order of additions
+is the same on every call. A shape small enough for one group writes dw directly: one kernel.
 I/O: read h, dy (+ dh), w once; write dx, plus groups * width FP32 partials (written and read
-once; groups ~ a few per SM, so small next to rows * width).
+once; groups ~ a few per SM and at most rows * width / TUNE.min_group_elems, so small next to
+rows * width).
 Looped and split plans compute dx as before and sum dw in a separate pass over h and dy (two more
 reads). With ``need_dw=False`` (a frozen weight) no dw work is done at all.
 """
 
 from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -22,7 +28,7 @@ import triton.language as tl
 from .._device import device_info
 from ._launch import empty, launch
 from ._rows import plan_for
-from .plans import RMS_BWD_GROUPS_PER_SM
+from .plans import RMS_BWD_GROUPS_PER_SM, RMS_BWD_PREFETCH_MAX, RowPlan, _warps
 
 
 @triton.jit
@@ -41,6 +47,7 @@ def _rms_bwd_resident(
     w_ptr,
     dx_ptr,
     dwp_ptr,
+    dw_ptr,
     n_rows,
     rows_per_prog,
     eps,
@@ -50,9 +57,11 @@ def _rms_bwd_resident(
     HAS_DH: tl.constexpr,
     HAS_DW: tl.constexpr,
     PREFETCH: tl.constexpr,
+    EARLY_DH: tl.constexpr = False,
 ):
     # Program g owns rows [g * rows_per_prog, (g + 1) * rows_per_prog), ROWS at a time, and
-    # writes its dw partial (sum over its rows of dy * h * rstd) to row g of dwp.
+    # writes its dw partial (sum over its rows of dy * h * rstd) to row g of dwp; a grid of one
+    # program writes dw itself (rounded once), so no finish kernel is launched.
     g = tl.program_id(0)
     r0 = g.to(tl.int64) * rows_per_prog
     r_end = tl.minimum(r0 + rows_per_prog, n_rows)
@@ -97,15 +106,24 @@ def _rms_bwd_resident(
             idx = (rows * N)[:, None] + offs
             hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+            if EARLY_DH and HAS_DH:  # dh's load overlaps the two row reductions
+                dh_e = tl.load(dh_ptr + idx, mask=m, other=0.0)
             w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
             rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + tl.cast(eps, tl.float32)))[:, None]
             c = (tl.sum(hf * w * dy, 1) / N)[:, None]
-            dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
+            if EARLY_DH and HAS_DH:
+                dx = rstd * (w * dy - hf * ((c * rstd) * rstd)) + dh_e.to(tl.float32)
+            else:
+                dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
             tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
             if HAS_DW:
                 acc += dy * hf * rstd
     if HAS_DW:
-        tl.store(dwp_ptr + g.to(tl.int64) * N + offs, tl.sum(acc, 0)[None, :], mask=cm)
+        part = tl.sum(acc, 0)[None, :]
+        if tl.num_programs(0) == 1:  # runtime: a new row count never compiles a new kernel
+            tl.store(dw_ptr + offs, part.to(dw_ptr.dtype.element_ty), mask=cm)
+        else:
+            tl.store(dwp_ptr + g.to(tl.int64) * N + offs, part, mask=cm)
 
 
 @triton.jit
@@ -217,6 +235,7 @@ def _rms_dw_partial(
     h_ptr,
     rstd_ptr,
     part_ptr,
+    dw_ptr,
     rows,
     rows_per_group,
     N: tl.constexpr,
@@ -240,7 +259,11 @@ def _rms_dw_partial(
         dy = tl.load(dy_ptr + idx, mask=mm, other=0.0).to(tl.float32)
         rs = tl.load(rstd_ptr + rr, mask=rr < r_end, other=0.0)[:, None]
         acc += dy * hf * rs
-    tl.store(part_ptr + g.to(tl.int64) * N + cols, tl.sum(acc, 0)[None, :], mask=m)
+    part = tl.sum(acc, 0)[None, :]
+    if tl.num_programs(1) == 1:  # one row group: dw itself, no finish kernel
+        tl.store(dw_ptr + cols, part.to(dw_ptr.dtype.element_ty), mask=m)
+    else:
+        tl.store(part_ptr + g.to(tl.int64) * N + cols, part, mask=m)
 
 
 @triton.jit(do_not_specialize=["groups"])
@@ -263,16 +286,136 @@ def _rms_dw_finish(
 
 DW_BLOCK = 256  # columns per dw partial program (separate dw pass)
 DW_STEP = 8  # rows per step of a dw partial program
-# Finish kernel: 64 columns x 32 partial rows per step (8 KB of loads in flight per program,
-# cdiv(width, 64) programs). One partial row per step made the finish kernel the bottleneck of
-# the whole backward at 4096x4096 (R1: 68.7 us for 96 MB).
-DW_FINISH_BLOCK = 64
+# Finish kernel: 32 partial rows per step. One partial row per step made the finish kernel the
+# bottleneck of the whole backward at 4096x4096 (R1: 68.7 us for 96 MB).
 DW_FINISH_GROUPS = 32
 
+# The measurements behind the resident backward's rule: results/rmsbwd-h200/sweep.jsonl ("S1",
+# experiments/rmsbwd_sweep.py on the H200: BF16 with dh, CUDA-graph replay, inputs rotated past
+# 3x L2, every candidate FP64-gated; us per backward).
+# Rows per step for bodies up to 1024: a [rows, body] tile of ~2048 elements, 4 warps, 2 groups
+# per SM. S1 r2/4 warps/k2 at width 768-1024: 1024x1024 8.0 vs 9.8 one row per step (old 28.8),
+# 8192x1024 26.8 vs 36.8, 8192x768 23.2 vs 27.7, 32768x768 72.7 vs 83.8; within 6% of the best
+# at 2048x768 (10.6 vs 10.0) and 2048x1024. Not measured below width 768: the same tile size.
+SMALL_TILE = 2048
+SMALL_TILE_MAX_ROWS = 16
 
-def _finish_dw(part, dw, groups: int, n: int) -> None:
-    launch(_rms_dw_finish, (triton.cdiv(n, DW_FINISH_BLOCK),), part, dw, groups,
-        N=n, BLOCK=DW_FINISH_BLOCK, GROUPS=DW_FINISH_GROUPS, num_warps=4)  # fmt: skip
+
+@dataclass(frozen=True)
+class BwdTune:
+    """Knobs of the resident backward's row groups and dw finish (the module's ``TUNE``; the
+    sweep experiments/rmsbwd_sweep.py swaps it to compare rules in one run).
+
+    - ``min_group_elems``: every row group holds at least this many elements (rows * width), so
+      small shapes launch few groups: fewer FP32 partials to write and add, and a single group
+      writes dw directly (one kernel per backward). 0: off. S1: 4096 is best or within 3% at
+      every 256-row shape (256x1024 6.05 us vs 7.67 at 8192 and 9.69 old; 256x2048 6.70 vs
+      6.87 and 10.67 old).
+    - ``min_rows_per_group``: above one group per SM, groups hold at least this many rows (the
+      partials' traffic is groups / rows of the main pass's). S1 2048x2048: 256 groups 15.9 us,
+      264 16.0, 512 18.2; 16384 rows keep 4 per SM (R2 16384x2048 80.9 us vs 88.9 at 2 per SM).
+    - ``finish_cols``: columns per finish program; 0: the rule of ``finish_cols``.
+    - ``early_dh``: plans without prefetch load dh with h and dy, before the row reductions
+      (S1 2048x14336: 103.9 us vs 87.8 without: off).
+    - ``legacy``: the rule before S1 (groups = programs_per_sm * SMs, 64 finish columns, the
+      row plans' resident plan as is).
+    """
+
+    min_group_elems: int = 4096
+    min_rows_per_group: int = 8
+    finish_cols: int = 0
+    early_dh: bool = False
+    legacy: bool = False
+
+
+TUNE = BwdTune()
+
+
+def finish_cols(n: int, sm_count: int) -> int:
+    """Columns per finish program: 64 once that leaves at least SM/2 programs (``n >= 32 * SMs``;
+    S1 256x5120-8192: 64 columns 10.1-11.2 us vs 32 columns 10.5-11.8), else the largest of 16
+    or 32 that gives about one program per SM (the old fixed 64 left 16 programs at width 1024)."""
+    if TUNE.finish_cols:
+        return TUNE.finish_cols
+    if TUNE.legacy or n >= 32 * sm_count:
+        return 64
+    return 32 if n // max(sm_count, 1) >= 64 else 16
+
+
+def row_groups(rows: int, n: int, rows_per_step: int, per_sm: int, sm_count: int) -> int:
+    """Row groups of the resident backward (one program and one FP32 partial row each): at most
+    ``per_sm`` per SM and one per step of rows, then ``TUNE``'s caps. Depends on the shape and
+    the SM count only, so every call adds the partials in the same order."""
+    groups = max(1, min(triton.cdiv(rows, rows_per_step), per_sm * sm_count))
+    if not TUNE.legacy:
+        if TUNE.min_group_elems:
+            groups = min(groups, max(1, rows * n // TUNE.min_group_elems))
+        if TUNE.min_rows_per_group:
+            groups = min(groups, max(sm_count, rows // TUNE.min_rows_per_group))
+    rows_per_prog = triton.cdiv(rows, groups)
+    return triton.cdiv(rows, rows_per_prog)
+
+
+def _finish_dw(part, dw, groups: int, n: int, sm_count: int) -> None:
+    fc = finish_cols(n, sm_count)
+    launch(_rms_dw_finish, (triton.cdiv(n, fc),), part, dw, groups,
+        N=n, BLOCK=fc, GROUPS=DW_FINISH_GROUPS, num_warps=4 if fc >= 64 else 2)  # fmt: skip
+
+
+def bwd_plan(rows: int, n: int, device, plan=None):
+    """``plan`` if given, else the row plans' rule for ``rms_bwd`` (``plans.py``) with this
+    module's resident refinement (``resident_rule``) on top."""
+    p = plan_for(rows, n, device, plan, "rms_bwd")
+    if plan is not None or p.kind != "resident" or TUNE.legacy:
+        return p
+    return resident_rule(int(n), p)
+
+
+@functools.lru_cache(maxsize=4096)
+def resident_rule(n: int, p):
+    """The resident backward plan for width ``n`` given the row plans' one (``p``); the width
+    alone decides (a new row count never compiles a new kernel):
+
+    - a row whose launch block is wider than its body's (an unaligned width such as 4097: the
+      backward reads it without the aligned-body path, block 8192) takes that block's warps and
+      groups per SM, and prefetches only up to ``RMS_BWD_PREFETCH_MAX`` (S1 512x4097: 16 warps,
+      1 group per SM 14.5 us vs 18.7 with 8 warps and 2; 16384-wide prefetch spills, R2);
+    - launch blocks up to 1024: ``SMALL_TILE``-element tiles of several rows (see there)."""
+    blk = p.resident_block(n, False)
+    if blk <= SMALL_TILE // 2:
+        r = min(SMALL_TILE_MAX_ROWS, SMALL_TILE // blk)
+        return RowPlan("resident", blk, 4, rows=r, programs_per_sm=2, prefetch=True)
+    if blk > p.block:
+        pf = blk <= RMS_BWD_PREFETCH_MAX
+        per_sm = max(1, RMS_BWD_PREFETCH_MAX // blk) if pf else 1
+        return RowPlan("resident", blk, _warps(blk), programs_per_sm=per_sm, prefetch=pf)
+    return p
+
+
+def backward_kernels(rows: int, n: int, device, plan=None, need_dw: bool = True) -> int:
+    """Kernels one backward launches at this shape (for the sweep's and the tests' counts)."""
+    if rows == 0:
+        return 1 if need_dw else 0  # dw.zero_()
+    p = bwd_plan(rows, n, device, plan)
+    sm = device_info(device).sm_count
+    if p.kind == "resident":
+        groups = row_groups(rows, n, p.rows, p.programs_per_sm or RMS_BWD_GROUPS_PER_SM, sm)
+        return 1 + int(need_dw and groups > 1)
+    main = 1 if p.kind == "looped" else 2
+    if not need_dw:
+        return main
+    return main + 1 + int(_dw_groups(rows, n, sm) > 1)
+
+
+def _dw_groups(rows: int, n: int, sm: int) -> int:
+    """Row groups of the separate dw pass (looped and split plans): about 8 programs per SM over
+    the column blocks and row groups, at most 1024 groups; one group writes dw itself (the old
+    rule, ``TUNE.legacy``, always used two, or one for a single row, and the finish kernel)."""
+    col_blocks = triton.cdiv(n, DW_BLOCK)
+    groups = max(1, min(triton.cdiv(rows, DW_STEP), triton.cdiv(8 * sm, col_blocks), 1024))
+    if TUNE.legacy:
+        groups = max(2, groups)
+    return triton.cdiv(rows, triton.cdiv(rows, groups))
 
 
 def add_rms_norm_backward(
@@ -291,31 +434,35 @@ def add_rms_norm_backward(
         if dw is not None:
             dw.zero_()
         return dx, dw
-    rstd = empty((rows,), torch.float32, h.device)  # per-row 1/rms for the separate dw pass
-    p = plan_for(rows, n, h.device, plan, "rms_bwd")
+    p = bwd_plan(rows, n, h.device, plan)
     if p.kind == "coop":
         raise ValueError(
             "plan: cooperative (coop) plans are forward-only; pass a resident, looped or split "
             "plan, or plan=None for the rule"
         )
+    sm = device_info(h.device).sm_count
     has_dh = dh is not None
     dh_arg = dh if has_dh else dy  # never read when HAS_DH is False
     dx_arg = dx if dx is not None else empty(h.shape, h.dtype, h.device)
+    dw_arg = dw if dw is not None else dx_arg  # never written when HAS_DW is False
     if p.kind == "resident":
-        # Row groups: a few per SM (dw partials stay small), at most one per ROWS rows.
-        per_sm = p.programs_per_sm or RMS_BWD_GROUPS_PER_SM
-        groups = max(1, min(triton.cdiv(rows, p.rows), per_sm * device_info(h.device).sm_count))
+        # Row groups: a few per SM (dw partials stay small), at most one per ROWS rows, and
+        # (TUNE.min_group_elems) at least that many elements each.
+        groups = row_groups(rows, n, p.rows, p.programs_per_sm or RMS_BWD_GROUPS_PER_SM, sm)
         rows_per_prog = triton.cdiv(rows, groups)
-        groups = triton.cdiv(rows, rows_per_prog)
-        dwp = empty((groups, n), torch.float32, h.device) if need_dw else rstd
+        # One group writes dw itself; dwp stays an FP32 pointer (never written then) so that
+        # the kernel's specialization, and its compiled binary, does not depend on the row count.
+        dwp = empty((groups if need_dw and groups > 1 else 1, n), torch.float32, h.device)
         launch(_rms_bwd_resident, (groups,),
-            dy, dh_arg, h, weight, dx_arg, dwp, rows, rows_per_prog, eps,
+            dy, dh_arg, h, weight, dx_arg, dwp, dw_arg, rows, rows_per_prog, eps,
             N=n, BLOCK=p.resident_block(n, False), ROWS=p.rows, HAS_DH=has_dh, HAS_DW=need_dw,
-            PREFETCH=p.prefetch, num_warps=p.num_warps,
+            PREFETCH=p.prefetch, EARLY_DH=TUNE.early_dh and not p.prefetch and not TUNE.legacy,
+            num_warps=p.num_warps,
         )  # fmt: skip
-        if need_dw:
-            _finish_dw(dwp, dw, groups, n)
+        if need_dw and groups > 1:
+            _finish_dw(dwp, dw, groups, n, sm)
         return dx, dw
+    rstd = empty((rows,), torch.float32, h.device)  # per-row 1/rms for the separate dw pass
     if p.kind == "looped":
         launch(_rms_bwd_looped, (rows,),
             dy, dh_arg, h, weight, dx_arg, rstd, eps, N=n, BLOCK=p.block, HAS_DH=has_dh,
@@ -324,31 +471,20 @@ def add_rms_norm_backward(
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
         part = empty((rows, n_chunks, 2), torch.float32, h.device)
-        launch(
-            _rms_bwd_split_stats,
-            (rows, n_chunks),
-            dy,
-            h,
-            weight,
-            part,
-            chunk,
-            n_chunks,
-            N=n,
-            BLOCK=p.block,
-            num_warps=p.num_warps,
-        )
+        launch(_rms_bwd_split_stats, (rows, n_chunks),
+            dy, h, weight, part, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps,
+        )  # fmt: skip
         launch(_rms_bwd_split_write, (rows, n_chunks),
             dy, dh_arg, h, weight, dx_arg, rstd, part, eps, chunk, n_chunks, N=n, BLOCK=p.block,
             SPLIT_PAD=p.split_pad(n), HAS_DH=has_dh, num_warps=p.num_warps,
         )  # fmt: skip
     if need_dw:
         col_blocks = triton.cdiv(n, DW_BLOCK)
-        sm = device_info(h.device).sm_count
-        groups = max(1, min(triton.cdiv(rows, DW_STEP), triton.cdiv(8 * sm, col_blocks), 1024))
+        groups = _dw_groups(rows, n, sm)
         rows_per_group = triton.cdiv(rows, groups)
-        groups = triton.cdiv(rows, rows_per_group)
-        part = empty((groups, n), torch.float32, h.device)
-        launch(_rms_dw_partial, (col_blocks, groups), dy, h, rstd, part, rows, rows_per_group,
-            N=n, BLOCK=DW_BLOCK, STEP=DW_STEP, num_warps=4)  # fmt: skip
-        _finish_dw(part, dw, groups, n)
+        part = empty((groups, n), torch.float32, h.device)  # FP32 even when unused (1 group)
+        launch(_rms_dw_partial, (col_blocks, groups), dy, h, rstd, part, dw, rows,
+            rows_per_group, N=n, BLOCK=DW_BLOCK, STEP=DW_STEP, num_warps=4)  # fmt: skip
+        if groups > 1:
+            _finish_dw(part, dw, groups, n, sm)
     return dx, dw

@@ -1,0 +1,186 @@
+"""add_rms_norm backward: the row-group rules (``BwdTune``), the single-group direct dw, the finish
+columns, the early-dh option and the kernel counts, against the FP64 reference.
+
+Interpreter runs pretend 4 SMs (``_device.py``). Outputs start NaN-poisoned (conftest), so an
+element a path forgets to write fails the check."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from warpgauge.kernels import rmsnorm_backward as bwd
+from warpgauge.kernels.plans import RowPlan
+from warpgauge.reference import assert_close
+
+# Tunes each case runs under: the module default (few large groups, one group writes dw itself),
+# the old rule (legacy: groups = programs per SM x SMs, 64 finish columns), groups per SM only
+# (min_group_elems 0: many groups, the finish kernel), narrow finish programs, early dh.
+TUNES = {
+    "default": bwd.BwdTune(),
+    "legacy": bwd.BwdTune(legacy=True),
+    "many-groups": bwd.BwdTune(min_group_elems=0),
+    "finish16": bwd.BwdTune(min_group_elems=1024, finish_cols=16),
+    "early-dh": bwd.BwdTune(min_group_elems=0, early_dh=True),
+}
+
+# (rows, width, plan) -- which branch each reaches (4 pretend SMs):
+CASES = [
+    (37, 300, None),  # resident prefetch, 37 rows: 1 group by default, 8+ with many-groups
+    (130, 64, None),  # narrow rows, 130 rows: several groups even by default (8320 elements)
+    (9, 1001, RowPlan("resident", 1024, 4, rows=2, programs_per_sm=2)),  # 2 rows/step, odd width
+    (8, 9000, None),  # body 16384: no prefetch (early-dh applies), 1 program per SM
+    (32, 127, None),  # the rule: 16-row tiles of 128, one group (dw direct, one kernel)
+    (20, 1025, None),  # the rule: unaligned, launch block 2048 wider than the 1024 body's
+    (7, 513, None),  # the rule: unaligned, launch block 1024: 2-row tiles
+    (5, 33, RowPlan("resident", 32, 1, rows=4, programs_per_sm=1)),  # rows/step > rows/group
+    (6, 1000, RowPlan.looped(128)),  # looped dx + separate dw pass (1 dw group: direct)
+    (24, 300, RowPlan.looped(64)),  # separate dw pass with 3 row groups and the finish
+    (2, 1000, RowPlan.split_for(2, 1000, 4, block=64)),  # split dx + separate dw pass
+]
+
+
+def _rand(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+def _ref(dy, dh, h, w, eps=1e-6):
+    h64 = h.detach().double().requires_grad_()
+    w64 = w.detach().double().requires_grad_()
+    y = h64 * torch.rsqrt(h64.square().mean(-1, keepdim=True) + eps) * w64
+    y.backward(dy.double())
+    dx = h64.grad + (dh.double() if dh is not None else 0.0)
+    return dx.to(h.dtype), w64.grad.to(w.dtype)
+
+
+@pytest.fixture
+def tune(request, monkeypatch):
+    monkeypatch.setattr(bwd, "TUNE", TUNES[request.param])
+    return TUNES[request.param]
+
+
+@pytest.mark.parametrize("tune", list(TUNES), indirect=True)
+@pytest.mark.parametrize("rows,width,plan", CASES)
+def test_backward_every_tune(rows, width, plan, tune):
+    if width > 8192 and not (tune.legacy or tune.early_dh):  # interpreter time: 16384 blocks
+        pytest.skip("the wide case runs under legacy (several groups) and early-dh only")
+    dtype = torch.bfloat16 if width % 2 else torch.float32
+    h, dy, dh = (_rand((rows, width), dtype, s) for s in (1, 2, 3))
+    w = _rand((width,), dtype, 4)
+    for d in (dh, None):
+        dx, dw = bwd.add_rms_norm_backward(dy, d, h, w, 1e-6, plan=plan)
+        dx_ref, dw_ref = _ref(dy, d, h, w)
+        assert_close(dx, dx_ref, msg="dx")
+        assert_close(dw, dw_ref, msg="dw")
+    again = bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6, plan=plan)[1]
+    assert torch.equal(again, bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6, plan=plan)[1])
+    dx2, dw2 = bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6, need_dw=False, plan=plan)
+    assert dw2 is None
+    assert_close(dx2, _ref(dy, dh, h, w)[0], msg="dx without dw")
+
+
+@pytest.mark.parametrize("tune", ["default", "many-groups"], indirect=True)
+def test_strided_inputs_and_empty(tune):
+    """Rows that are slices of wider rows (the launcher copies them contiguous) and 0 rows."""
+    base = _rand((37, 311), torch.float16, 5)
+    h = base[:, 5:305]
+    dy = _rand((37, 320), torch.float16, 6)[:, 3:303]
+    dh = _rand((37, 300), torch.float16, 7)
+    w = _rand((300,), torch.float16, 8)
+    dx, dw = bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6)
+    dx_ref, dw_ref = _ref(dy, dh, h, w)
+    assert_close(dx, dx_ref, msg="dx")
+    assert_close(dw, dw_ref, msg="dw")
+    e = torch.empty((0, 300), dtype=torch.float16)
+    dx, dw = bwd.add_rms_norm_backward(e, None, e, w, 1e-6)
+    assert dx.shape == (0, 300) and torch.equal(dw, torch.zeros_like(w))
+
+
+def test_row_groups_rule(monkeypatch):
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune(min_group_elems=4096, min_rows_per_group=8))
+    # groups: at most per_sm * SMs and one per step of rows, >= 4096 elements each, and above
+    # one per SM at least 8 rows each; then cdiv again so that no group is empty
+    assert bwd.row_groups(1024, 1024, 2, 2, 132) == 128  # 8 rows per group (S1: 8.0 us)
+    assert bwd.row_groups(32, 127, 16, 2, 132) == 1  # 4064 elements: one group, dw direct
+    assert bwd.row_groups(256, 2048, 1, 4, 132) == 128  # 4096-element groups (S1: 6.70 us)
+    assert bwd.row_groups(2048, 2048, 1, 4, 132) == 256  # 8 rows each (S1: 15.9 vs 18.2 at 512)
+    assert bwd.row_groups(16384, 2048, 1, 4, 132) == 512  # many rows: 4 per SM (32 rows each)
+    assert bwd.row_groups(64, 4096, 1, 2, 132) == 64  # fewer rows than SMs: one row each
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune(legacy=True))
+    assert bwd.row_groups(1024, 1024, 1, 8, 132) == 1024  # the old rule: one row per group
+    assert bwd.row_groups(32, 127, 1, 8, 132) == 32
+    for tune in (bwd.BwdTune(), bwd.BwdTune(min_group_elems=0, min_rows_per_group=0)):
+        monkeypatch.setattr(bwd, "TUNE", tune)
+        for rows in (1, 7, 100, 1000, 5000):  # every group non-empty (cdiv recomputed)
+            for per_sm in (1, 3, 8):
+                g = bwd.row_groups(rows, 64, 1, per_sm, 4)
+                rpp = -(-rows // g)
+                assert (g - 1) * rpp < rows <= g * rpp
+
+
+def test_finish_cols_rule(monkeypatch):
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune())
+    assert bwd.finish_cols(1024, 132) == 16  # 64 programs, not 16 of 64 columns
+    assert bwd.finish_cols(4096, 132) == 16
+    assert bwd.finish_cols(5120, 132) == 64  # >= 32 * SMs: 80 programs of 64 columns
+    assert bwd.finish_cols(16384, 132) == 64
+    assert bwd.finish_cols(100, 4) == 16
+    assert bwd.finish_cols(8192, 100) == 64
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune(legacy=True))
+    assert bwd.finish_cols(1024, 132) == 64
+
+
+@pytest.mark.parametrize(
+    "width,want",
+    [
+        (127, RowPlan("resident", 128, 4, rows=16, programs_per_sm=2)),  # 2048-element tiles
+        (768, RowPlan("resident", 1024, 4, rows=2, programs_per_sm=2)),
+        (1024, RowPlan("resident", 1024, 4, rows=2, programs_per_sm=2)),
+        (513, RowPlan("resident", 1024, 4, rows=2, programs_per_sm=2)),  # launch block 1024
+        (4097, RowPlan("resident", 8192, 16, programs_per_sm=1)),  # launch block 8192
+        (8193, RowPlan("resident", 16384, 16, programs_per_sm=1, prefetch=False)),  # no spills
+        (4096, None),  # aligned, above the small tiles: the row plans' plan as is
+        (14336, None),
+    ],
+)
+def test_resident_rule(width, want, monkeypatch):
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune())
+    for rows in (64, 300, 4096):  # the width alone decides
+        base = RowPlan.for_shape(rows, width, 132, "rms_bwd")
+        assert base.kind == "resident"
+        assert bwd.resident_rule(width, base) == (want or base)
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune(legacy=True))
+    assert bwd.bwd_plan(300, width, torch.device("cpu")) == RowPlan.for_shape(
+        300, width, 4, "rms_bwd"
+    )
+
+
+SEPARATE_DW = [c for c in CASES if c[2] is not None and c[2].kind != "resident"]
+
+
+@pytest.mark.parametrize("tune", ["default", "many-groups", "legacy"], indirect=True)
+@pytest.mark.parametrize("rows,width,plan", [(3, 64, None), (130, 64, None), *SEPARATE_DW])
+def test_kernel_count(rows, width, plan, tune, monkeypatch):
+    """backward_kernels says how many launches a backward makes (the sweep reports it)."""
+    launched = []
+    real = bwd.launch
+
+    def spy(kernel, grid, *args, **meta):
+        launched.append(kernel.__name__)
+        return real(kernel, grid, *args, **meta)
+
+    monkeypatch.setattr(bwd, "launch", spy)
+    h, dy = _rand((rows, width), torch.float32, 9), _rand((rows, width), torch.float32, 10)
+    w = _rand((width,), torch.float32, 11)
+    for need_dw in (True, False):
+        launched.clear()
+        bwd.add_rms_norm_backward(dy, None, h, w, 1e-6, need_dw=need_dw, plan=plan)
+        assert len(launched) == bwd.backward_kernels(rows, width, h.device, plan, need_dw)
+        main = {"resident": 0, "looped": 1, "split": 2}[plan.kind if plan else "resident"]
+        dw = int(need_dw)  # the resident kernel computes dw itself; others run a dw pass
+        assert ("_rms_dw_finish" in launched) == (len(launched) > max(1, main + dw))
+    if tune.legacy or tune.min_group_elems == 0:
+        return
+    if rows * width <= tune.min_group_elems and plan is None:
+        assert launched == ["_rms_bwd_resident"]  # one kernel: dw written by the one group
