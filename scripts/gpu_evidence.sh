@@ -323,7 +323,8 @@ case "${1:-}" in
     bench_part default "${DEFAULT_S:-590}" --max-minutes "${DEFAULT_MIN:-8.0}" \
       --skip "${DEFAULT_SKIP:-compile_max_autotune}"
     ;;
-  roof7)  # carries .whl: RESUME=results/<id> finishes a cut default run; host mode; then the
+  roof7)  # carries .whl: RESUME=results/<id> finishes a cut default run; host mode; the quick
+    # training step (fwd_bwd; the peers staged by final7 are still installed); then the
     # Nsight Compute profiles and the experiments (ROOF_STAGES, scripts/roofline_evidence.sh)
     install_wheels
     if [ -n "${RESUME:-}" ]; then
@@ -332,6 +333,7 @@ case "${1:-}" in
       rm -rf "$OUT/resume"
     fi
     [ "${HOST:-1}" = 1 ] && bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    [ "${FWDBWD:-1}" = 1 ] && bench_part fwd-bwd 100 --mode fwd_bwd --quick --ops softmax,add_rms_norm --max-minutes 1.3
     for st in ${ROOF_STAGES:-fwd0 exp-a exp-b exp-c rest0}; do  # one archive per stage, packed as it ends
       mkdir -p "$OUT/roof-$st"
       echo "[$(stamp)] roofline stage $st"
