@@ -40,6 +40,7 @@ CASES = [
     (4, 1000, RowPlan.looped(128)),  # looped, one program per row, 8 chunks, ragged tail
     (7, 1001, RowPlan.looped(128, programs_per_sm=1, evict=True)),  # persistent: 4 programs
     (6, 999, RowPlan.looped(64, programs_per_sm=1, lane_stats=True)),  # per-lane softmax stats
+    (7, 1003, RowPlan.looped(128, programs_per_sm=1, lane_stats=True, stages=3)),  # pipelined
     (2, 1000, RowPlan.split_for(2, 1000, 4, block=64)),  # split, 4 programs per row
     (1, 777, RowPlan("split", 32, 1, split=7)),  # split, uneven chunks
     (3, RESIDENT_MAX + 1, None),  # automatic split: 3 rows < 4 SMs, width just past resident
@@ -103,6 +104,7 @@ def test_plan_rule():
         dict(kind="looped", block=64, num_warps=1, rows=2),
         dict(kind="looped", block=64, num_warps=3),
         dict(kind="looped", block=64, num_warps=1, programs_per_sm=-1),
+        dict(kind="looped", block=64, num_warps=1, stages=9),
     ):
         with pytest.raises(ValueError):
             RowPlan(**bad)

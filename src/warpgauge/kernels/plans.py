@@ -165,6 +165,9 @@ class RowPlan:
       backward uses it as row groups per SM (0: ``RMS_BWD_GROUPS_PER_SM``); others ignore it.
     - ``align``: allow the aligned-body path for unaligned rows (``_rows.py``); off forces
       scalar access (a tuning control, never worth choosing).
+    - ``stages``: looped softmax and row_sum only; ``k > 0`` asks Triton to software-pipeline
+      the chunk loops ``k`` deep (``tl.range(num_stages=k)``: the next chunks' loads are issued
+      before the current one is reduced); 0 leaves the loops as plain ranges.
     """
 
     kind: str  # "resident" | "looped" | "split"
@@ -177,6 +180,7 @@ class RowPlan:
     lane_stats: bool = False
     prefetch: bool = True
     align: bool = True
+    stages: int = 0
 
     def __post_init__(self):
         if self.kind not in ("resident", "looped", "split", "coop"):
@@ -193,6 +197,8 @@ class RowPlan:
             raise ValueError("split plan needs split >= 1")
         if self.programs_per_sm < 0:
             raise ValueError(f"programs_per_sm must be >= 0, got {self.programs_per_sm}")
+        if not 0 <= self.stages <= 8:
+            raise ValueError(f"stages must be 0 (no pipelining) to 8, got {self.stages}")
         if self.num_warps not in (1, 2, 4, 8, 16, 32):
             raise ValueError(f"num_warps must be a power of two up to 32, got {self.num_warps}")
 
@@ -247,6 +253,7 @@ class RowPlan:
         programs_per_sm: int = 0,
         evict: bool = False,
         lane_stats: bool = False,
+        stages: int = 0,
     ) -> RowPlan:
         return RowPlan(
             "looped",
@@ -255,6 +262,7 @@ class RowPlan:
             programs_per_sm=programs_per_sm,
             evict=evict,
             lane_stats=lane_stats,
+            stages=stages,
         )
 
     @staticmethod
