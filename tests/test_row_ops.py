@@ -105,6 +105,9 @@ def test_plan_rule():
         dict(kind="looped", block=64, num_warps=3),
         dict(kind="looped", block=64, num_warps=1, programs_per_sm=-1),
         dict(kind="looped", block=64, num_warps=1, stages=9),
+        dict(kind="looped", block=64, num_warps=1, sub=32),  # sub needs a coop plan
+        dict(kind="coop", block=64, num_warps=1, sub=128),  # wider than the chunk
+        dict(kind="coop", block=64, num_warps=1, sub=24),
     ):
         with pytest.raises(ValueError):
             RowPlan(**bad)
@@ -222,6 +225,9 @@ COOP_CASES = [
     (2, 1000, RowPlan.coop(256, 2)),  # aligned rows (no edge), 4 chunks, the last one ragged
     (4, 77, RowPlan.coop(16, 1)),  # 5 chunks of 16, heads of 0-7 elements
     (2, 64, RowPlan.coop(64, 1)),  # one chunk per row: nothing to wait for
+    # softmax with sub: chunks walked in slices twice (softmax_coop.py; the others ignore sub)
+    (3, 1001, RowPlan.coop(256, 2, sub=64, stages=2, evict=True)),  # 4 chunks, edge on chunk 0
+    (2, 1000, RowPlan.coop(128, 1, sub=32)),  # aligned rows, 8 chunks, the last one ragged
 ]
 
 
@@ -248,7 +254,7 @@ def test_coop_forward(rows, width, plan, dtype, device):
     assert_close(out, row_sum_ref(x, torch.float32), msg="row_sum fp32")
 
 
-@pytest.mark.parametrize("rows,width,plan", COOP_CASES[:3])
+@pytest.mark.parametrize("rows,width,plan", COOP_CASES[:3] + COOP_CASES[4:])
 def test_coop_strided_rows(rows, width, plan, device):
     """Rows that are a slice of wider rows: the cooperative kernels' unaligned (scalar) path."""
     base = _rand((rows, width + 11), torch.float16, device, scale=3.0, seed=54)

@@ -167,7 +167,12 @@ class RowPlan:
       scalar access (a tuning control, never worth choosing).
     - ``stages``: looped softmax and row_sum only; ``k > 0`` asks Triton to software-pipeline
       the chunk loops ``k`` deep (``tl.range(num_stages=k)``: the next chunks' loads are issued
-      before the current one is reduced); 0 leaves the loops as plain ranges.
+      before the current one is reduced); 0 leaves the loops as plain ranges. Also the slice
+      loops of a looped cooperative softmax (``sub``).
+    - ``sub``: cooperative softmax only; ``s > 0`` walks each program's ``block``-wide chunk in
+      ``s``-wide slices twice (statistics, then after the exchange a second read, from L2, and
+      the write: ``softmax_coop.py``) instead of holding the chunk in registers; ``evict`` adds
+      the L2 hints. The other operators' cooperative kernels ignore it.
     """
 
     kind: str  # "resident" | "looped" | "split"
@@ -181,6 +186,7 @@ class RowPlan:
     prefetch: bool = True
     align: bool = True
     stages: int = 0
+    sub: int = 0
 
     def __post_init__(self):
         if self.kind not in ("resident", "looped", "split", "coop"):
@@ -197,6 +203,11 @@ class RowPlan:
             raise ValueError("split plan needs split >= 1")
         if self.programs_per_sm < 0:
             raise ValueError(f"programs_per_sm must be >= 0, got {self.programs_per_sm}")
+        if self.sub and (self.kind != "coop" or self.sub & (self.sub - 1) or self.sub > self.block):
+            raise ValueError(
+                f"sub must be 0 or a power of two up to block ({self.block}) on a coop plan, "
+                f"got {self.sub} on a {self.kind} plan"
+            )
         if not 0 <= self.stages <= 8:
             raise ValueError(f"stages must be 0 (no pipelining) to 8, got {self.stages}")
         if self.num_warps not in (1, 2, 4, 8, 16, 32):
@@ -266,10 +277,18 @@ class RowPlan:
         )
 
     @staticmethod
-    def coop(block: int, num_warps: int | None = None) -> RowPlan:
+    def coop(
+        block: int,
+        num_warps: int | None = None,
+        sub: int = 0,
+        stages: int = 0,
+        evict: bool = False,
+    ) -> RowPlan:
         """Cooperative split: ``block``-wide chunks of a row, one program each, the chunk held
-        in registers while the row's statistics are exchanged through global memory."""
-        return RowPlan("coop", block, num_warps or _softmax_warps(block))
+        in registers while the row's statistics are exchanged through global memory (softmax
+        with ``sub``: the chunk walked in slices twice instead, see the class docstring)."""
+        w = num_warps or _softmax_warps(sub or block)
+        return RowPlan("coop", block, w, sub=sub, stages=stages, evict=evict)
 
     @staticmethod
     def split_for(

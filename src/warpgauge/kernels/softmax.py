@@ -33,6 +33,8 @@ from ._rows import (
     wait_slots,
 )
 from .plans import RowPlan
+from .softmax_coop import _softmax_coop_loop
+from .softmax_coop import launch_args as coop_loop_args
 from .work import Work, esize
 
 
@@ -439,6 +441,12 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
         block = p.resident_block(n, align)
         launch(_softmax_resident, grid, x2, y, stride, rows,
             N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
+    elif p.kind == "coop" and p.sub:
+        g = p.coop_chunks(n, align)
+        launch(_softmax_coop_loop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride,
+            rows, coop_spin(), N=n, G=g, GP=triton.next_power_of_2(g), ALIGN=align, S8=s8,
+            num_warps=p.num_warps, **coop_loop_args(p),
         )  # fmt: skip
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)
