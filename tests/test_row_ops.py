@@ -225,7 +225,7 @@ COOP_CASES = [
     (2, 1000, RowPlan.coop(256, 2)),  # aligned rows (no edge), 4 chunks, the last one ragged
     (4, 77, RowPlan.coop(16, 1)),  # 5 chunks of 16, heads of 0-7 elements
     (2, 64, RowPlan.coop(64, 1)),  # one chunk per row: nothing to wait for
-    # softmax with sub: chunks walked in slices twice (softmax_coop.py; the others ignore sub)
+    # sub: chunks walked in slices twice (softmax_coop.py, rmsnorm_coop.py; row_sum ignores it)
     (3, 1001, RowPlan.coop(256, 2, sub=64, stages=2, evict=True)),  # 4 chunks, edge on chunk 0
     (2, 1000, RowPlan.coop(128, 1, sub=32)),  # aligned rows, 8 chunks, the last one ragged
 ]

@@ -169,10 +169,10 @@ class RowPlan:
       the chunk loops ``k`` deep (``tl.range(num_stages=k)``: the next chunks' loads are issued
       before the current one is reduced); 0 leaves the loops as plain ranges. Also the slice
       loops of a looped cooperative softmax (``sub``).
-    - ``sub``: cooperative softmax only; ``s > 0`` walks each program's ``block``-wide chunk in
-      ``s``-wide slices twice (statistics, then after the exchange a second read, from L2, and
-      the write: ``softmax_coop.py``) instead of holding the chunk in registers; ``evict`` adds
-      the L2 hints. The other operators' cooperative kernels ignore it.
+    - ``sub``: cooperative softmax and add_rms_norm forward; ``s > 0`` walks each program's
+      ``block``-wide chunk in ``s``-wide slices twice (statistics, then after the exchange a
+      second read, from L2, and the write: ``softmax_coop.py``, ``rmsnorm_coop.py``) instead of
+      holding the chunk in registers; ``evict`` adds the L2 hints. row_sum ignores it.
     """
 
     kind: str  # "resident" | "looped" | "split"
