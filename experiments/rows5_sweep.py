@@ -111,6 +111,8 @@ def candidates(op, n, smoke=False):
              P.looped(8192, 16, 2, evict=True, stages=2)]  # fmt: skip
         if n > 32769:
             c.append(P.coop(32768, 8, sub=4096, stages=2, evict=True))
+        if n <= 65537:  # small chunks for few rows of these widths (W1: 4x32769)
+            c.append(P.coop(2048, 4))
     elif op == "rms":
         c = [P.coop(4096, 4), P.coop(8192, 4, sub=2048, stages=2, evict=True),
              P.coop(16384, 8, sub=4096, stages=2, evict=True),
@@ -119,6 +121,8 @@ def candidates(op, n, smoke=False):
              P.coop(16384, 4, sub=2048, stages=3, evict=True)]  # fmt: skip
         if n > 32769:
             c.append(P.coop(32768, 8, sub=4096, stages=2, evict=True))
+        if n <= 65537:
+            c.append(P.coop(2048, 4))
     else:
         c = [P.looped(4096, 8), P.looped(8192, 16), P.looped(8192, 16, stages=3),
              P.looped(4096, 8, stages=4), P.looped(16384, 16, stages=3), P.coop(4096, 4),
