@@ -45,6 +45,8 @@ def main():
     ap.add_argument("--op")
     ap.add_argument("--fam")
     ap.add_argument("--rule", help="module:function giving a plan for (op, rows, width, sm)")
+    ap.add_argument("--current", action="store_true",
+                    help="score this checkout's RowPlan.for_shape instead of the sweep's rule")  # fmt: skip
     ap.add_argument("--plans", action="store_true", help="per-plan regret table")
     a = ap.parse_args()
     with open(a.json) as f:
@@ -54,6 +56,12 @@ def main():
     if a.rule:
         mod, fn = a.rule.split(":")
         rule = getattr(importlib.import_module(mod), fn)
+    elif a.current:
+        from warpgauge.kernels.plans import RowPlan
+
+        def rule(op, rows, n, sm):
+            return RowPlan.for_shape(rows, n, sm, op)
+
     by = cells(d["results"], a.op, a.fam)
     regs, per_plan = [], defaultdict(list)
     print(f"copy ceiling {d.get('copy_tbps', 0):.2f} TB/s, SM {sm}, L2 {d['l2'] >> 20} MB")
