@@ -46,6 +46,8 @@ CASES = [
     (3, RESIDENT_MAX + 1, None),  # automatic split: 3 rows < 4 SMs, width just past resident
     (5, RESIDENT_MAX + 3, None),  # automatic looped: 5 rows >= 4 SMs
     (2, 2 * RESIDENT_MAX + 5, None),  # automatic coop: softmax (2 rows = SM/2), rms, row_sum
+    (1, 20001, None),  # automatic, 1 row < SM/2: coop 2048 (softmax, rms), resident row_sum
+    (4, 2 * RESIDENT_MAX + 5, None),  # automatic, 4 rows = SM: softmax looped coop (sub)
 ]
 
 
@@ -57,11 +59,18 @@ def _rand(shape, dtype, device, scale=1.0, seed=0):
 def test_plan_rule():
     assert RowPlan.for_shape(10, 127, 132).kind == "resident"
     assert RowPlan.for_shape(10, 8192, 132).kind == "resident"
-    assert RowPlan.for_shape(4, 32769, 132, "softmax").kind == "split"
+    # few rows (< SM/2) of bodies within RESIDENT_MAX: cooperative 2048 chunks (softmax,
+    # add_rms_norm), resident row_sum (16 warps below SM rows)
+    assert RowPlan.for_shape(4, 32769, 132, "softmax") == RowPlan.coop(2048, 4)
+    assert RowPlan.for_shape(4, 16385, 132, "rms") == RowPlan.coop(2048, 4)
+    assert RowPlan.for_shape(4, 32769, 132, "row_sum") == RowPlan.resident(32769, num_warps=16)
+    assert RowPlan.for_shape(99, 16385, 132, "row_sum") == RowPlan.resident(16385, num_warps=16)
+    assert RowPlan.for_shape(4096, 16385, 132, "row_sum").num_warps == 8  # many rows: as before
+    assert RowPlan.for_shape(4, 16384, 132, "softmax").kind == "resident"  # not past 16384
     assert RowPlan.for_shape(32768, 16384, 132).kind == "resident"
     assert RowPlan.for_shape(4096, 131072, 132, "softmax_bwd").kind == "looped"
-    p = RowPlan.for_shape(4, 32769, 132, "softmax")
-    assert p.n_chunks(32769) * p.chunk(32769) >= 32769
+    p = RowPlan.for_shape(4, 131072, 132, "softmax")  # 4 x 32 chunks < 2 per SM: split
+    assert p.kind == "split" and p.n_chunks(131072) * p.chunk(131072) >= 131072
     # beyond the resident range: cooperative plans (add_rms_norm always; row_sum with at least
     # one program per SM; softmax with SM/2 to SM rows), looped for many softmax rows
     for rows in (2, 64, 4096):
@@ -70,9 +79,14 @@ def test_plan_rule():
     assert RowPlan.for_shape(16, 262144, 132, "row_sum") == RowPlan.coop(16384, 8)  # 256 chunks
     assert RowPlan.for_shape(2, 1048576, 132, "row_sum").kind == "split"  # 128 < 132 programs
     assert RowPlan.for_shape(128, 50257, 132, "softmax") == RowPlan.coop(4096, 4)
-    assert RowPlan.for_shape(32, 151936, 132, "softmax").kind == "split"
-    assert RowPlan.for_shape(4096, 131072, 132, "softmax").kind == "looped"
-    assert RowPlan.for_shape(512, 262144, 132, "softmax") == RowPlan.coop(4096, 4)  # wide rows
+    assert RowPlan.for_shape(2, 151936, 132, "softmax").kind == "split"  # 76 programs
+    assert RowPlan.for_shape(32, 151936, 132, "softmax") == RowPlan.coop(4096, 4)  # 1216
+    # many softmax rows wider than 65536: looped cooperative chunks (L2 re-read)
+    coop_loop = RowPlan.coop(16384, 8, sub=4096, evict=True)
+    for rows, width in ((4096, 131072), (512, 262144), (1023, 65537), (132, 151936)):
+        assert RowPlan.for_shape(rows, width, 132, "softmax") == coop_loop
+    assert RowPlan.for_shape(1335, 50257, 132, "softmax").kind == "looped"  # ties: kept
+    assert RowPlan.for_shape(1000, 1 << 23, 132, "softmax").kind == "looped"  # 512 chunks
     # unaligned widths (aligned-body path) take fewer warps at bodies 8192 / 16384
     assert RowPlan.for_shape(8193, 8191, 132, "softmax").num_warps == 4
     assert RowPlan.for_shape(8192, 8192, 132, "softmax").num_warps == 8
@@ -87,8 +101,8 @@ def test_plan_rule():
     assert coop.coop_chunks(4096, aligned_path=False) == 1
     assert RowPlan.for_shape(128, 32769, 132).kind == "resident"  # enough rows: stay resident
     assert RowPlan.for_shape(4096, 4097, 132, "softmax").num_warps == 4
-    wide = RowPlan.for_shape(4096, 131072, 132, "softmax")
-    assert (wide.kind, wide.block, wide.programs_per_sm, wide.evict) == ("looped", 16384, 2, True)
+    wide = RowPlan.for_shape(4096, 98304, 132, "softmax")
+    assert (wide.kind, wide.block, wide.sub, wide.evict) == ("coop", 16384, 4096, True)
     assert RowPlan.for_shape(8192, 8192, 132, "rms_bwd").prefetch
     assert not RowPlan.for_shape(2048, 16384, 132, "rms_bwd").prefetch
     # the resident block covers the aligned body, not the next power of two
