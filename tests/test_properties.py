@@ -55,6 +55,7 @@ def _plans(rows, width):
         RowPlan.looped(64, programs_per_sm=1, evict=True),
         RowPlan.split_for(rows, width, 4, block=32),
         RowPlan.coop(32, 1),
+        RowPlan.coop(64, 1, sub=16, stages=2, evict=True),  # looped cooperative chunks
     ]
 
 

@@ -40,11 +40,14 @@ CASES = [
     (4, 1000, RowPlan.looped(128)),  # looped, one program per row, 8 chunks, ragged tail
     (7, 1001, RowPlan.looped(128, programs_per_sm=1, evict=True)),  # persistent: 4 programs
     (6, 999, RowPlan.looped(64, programs_per_sm=1, lane_stats=True)),  # per-lane softmax stats
+    (7, 1003, RowPlan.looped(128, programs_per_sm=1, lane_stats=True, stages=3)),  # pipelined
     (2, 1000, RowPlan.split_for(2, 1000, 4, block=64)),  # split, 4 programs per row
     (1, 777, RowPlan("split", 32, 1, split=7)),  # split, uneven chunks
     (3, RESIDENT_MAX + 1, None),  # automatic split: 3 rows < 4 SMs, width just past resident
     (5, RESIDENT_MAX + 3, None),  # automatic looped: 5 rows >= 4 SMs
     (2, 2 * RESIDENT_MAX + 5, None),  # automatic coop: softmax (2 rows = SM/2), rms, row_sum
+    (1, 20001, None),  # automatic, 1 row < SM/2: coop 2048 (softmax, rms), resident row_sum
+    (4, 2 * RESIDENT_MAX + 5, None),  # automatic, 4 rows = SM: softmax looped coop (sub)
 ]
 
 
@@ -56,11 +59,18 @@ def _rand(shape, dtype, device, scale=1.0, seed=0):
 def test_plan_rule():
     assert RowPlan.for_shape(10, 127, 132).kind == "resident"
     assert RowPlan.for_shape(10, 8192, 132).kind == "resident"
-    assert RowPlan.for_shape(4, 32769, 132, "softmax").kind == "split"
+    # few rows (< SM/2) of bodies within RESIDENT_MAX: cooperative 2048 chunks (softmax,
+    # add_rms_norm), resident row_sum (16 warps below SM rows)
+    assert RowPlan.for_shape(4, 32769, 132, "softmax") == RowPlan.coop(2048, 4)
+    assert RowPlan.for_shape(4, 16385, 132, "rms") == RowPlan.coop(2048, 4)
+    assert RowPlan.for_shape(4, 32769, 132, "row_sum") == RowPlan.resident(32769, num_warps=16)
+    assert RowPlan.for_shape(99, 16385, 132, "row_sum") == RowPlan.resident(16385, num_warps=16)
+    assert RowPlan.for_shape(4096, 16385, 132, "row_sum").num_warps == 8  # many rows: as before
+    assert RowPlan.for_shape(4, 16384, 132, "softmax").kind == "resident"  # not past 16384
     assert RowPlan.for_shape(32768, 16384, 132).kind == "resident"
     assert RowPlan.for_shape(4096, 131072, 132, "softmax_bwd").kind == "looped"
-    p = RowPlan.for_shape(4, 32769, 132, "softmax")
-    assert p.n_chunks(32769) * p.chunk(32769) >= 32769
+    p = RowPlan.for_shape(4, 131072, 132, "softmax")  # 4 x 32 chunks < 2 per SM: split
+    assert p.kind == "split" and p.n_chunks(131072) * p.chunk(131072) >= 131072
     # beyond the resident range: cooperative plans (add_rms_norm always; row_sum with at least
     # one program per SM; softmax with SM/2 to SM rows), looped for many softmax rows
     for rows in (2, 64, 4096):
@@ -69,9 +79,14 @@ def test_plan_rule():
     assert RowPlan.for_shape(16, 262144, 132, "row_sum") == RowPlan.coop(16384, 8)  # 256 chunks
     assert RowPlan.for_shape(2, 1048576, 132, "row_sum").kind == "split"  # 128 < 132 programs
     assert RowPlan.for_shape(128, 50257, 132, "softmax") == RowPlan.coop(4096, 4)
-    assert RowPlan.for_shape(32, 151936, 132, "softmax").kind == "split"
-    assert RowPlan.for_shape(4096, 131072, 132, "softmax").kind == "looped"
-    assert RowPlan.for_shape(512, 262144, 132, "softmax") == RowPlan.coop(4096, 4)  # wide rows
+    assert RowPlan.for_shape(2, 151936, 132, "softmax").kind == "split"  # 76 programs
+    assert RowPlan.for_shape(32, 151936, 132, "softmax") == RowPlan.coop(4096, 4)  # 1216
+    # many softmax rows wider than 65536: looped cooperative chunks (L2 re-read)
+    coop_loop = RowPlan.coop(16384, 8, sub=4096, evict=True)
+    for rows, width in ((4096, 131072), (512, 262144), (1023, 65537), (132, 151936)):
+        assert RowPlan.for_shape(rows, width, 132, "softmax") == coop_loop
+    assert RowPlan.for_shape(1335, 50257, 132, "softmax").kind == "looped"  # ties: kept
+    assert RowPlan.for_shape(1000, 1 << 23, 132, "softmax").kind == "looped"  # 512 chunks
     # unaligned widths (aligned-body path) take fewer warps at bodies 8192 / 16384
     assert RowPlan.for_shape(8193, 8191, 132, "softmax").num_warps == 4
     assert RowPlan.for_shape(8192, 8192, 132, "softmax").num_warps == 8
@@ -86,8 +101,8 @@ def test_plan_rule():
     assert coop.coop_chunks(4096, aligned_path=False) == 1
     assert RowPlan.for_shape(128, 32769, 132).kind == "resident"  # enough rows: stay resident
     assert RowPlan.for_shape(4096, 4097, 132, "softmax").num_warps == 4
-    wide = RowPlan.for_shape(4096, 131072, 132, "softmax")
-    assert (wide.kind, wide.block, wide.programs_per_sm, wide.evict) == ("looped", 16384, 2, True)
+    wide = RowPlan.for_shape(4096, 98304, 132, "softmax")
+    assert (wide.kind, wide.block, wide.sub, wide.evict) == ("coop", 16384, 4096, True)
     assert RowPlan.for_shape(8192, 8192, 132, "rms_bwd").prefetch
     assert not RowPlan.for_shape(2048, 16384, 132, "rms_bwd").prefetch
     # the resident block covers the aligned body, not the next power of two
@@ -103,6 +118,10 @@ def test_plan_rule():
         dict(kind="looped", block=64, num_warps=1, rows=2),
         dict(kind="looped", block=64, num_warps=3),
         dict(kind="looped", block=64, num_warps=1, programs_per_sm=-1),
+        dict(kind="looped", block=64, num_warps=1, stages=9),
+        dict(kind="looped", block=64, num_warps=1, sub=32),  # sub needs a coop plan
+        dict(kind="coop", block=64, num_warps=1, sub=128),  # wider than the chunk
+        dict(kind="coop", block=64, num_warps=1, sub=24),
     ):
         with pytest.raises(ValueError):
             RowPlan(**bad)
@@ -220,6 +239,9 @@ COOP_CASES = [
     (2, 1000, RowPlan.coop(256, 2)),  # aligned rows (no edge), 4 chunks, the last one ragged
     (4, 77, RowPlan.coop(16, 1)),  # 5 chunks of 16, heads of 0-7 elements
     (2, 64, RowPlan.coop(64, 1)),  # one chunk per row: nothing to wait for
+    # sub: chunks walked in slices twice (softmax_coop.py, rmsnorm_coop.py; row_sum ignores it)
+    (3, 1001, RowPlan.coop(256, 2, sub=64, stages=2, evict=True)),  # 4 chunks, edge on chunk 0
+    (2, 1000, RowPlan.coop(128, 1, sub=32)),  # aligned rows, 8 chunks, the last one ragged
 ]
 
 
@@ -246,7 +268,7 @@ def test_coop_forward(rows, width, plan, dtype, device):
     assert_close(out, row_sum_ref(x, torch.float32), msg="row_sum fp32")
 
 
-@pytest.mark.parametrize("rows,width,plan", COOP_CASES[:3])
+@pytest.mark.parametrize("rows,width,plan", COOP_CASES[:3] + COOP_CASES[4:])
 def test_coop_strided_rows(rows, width, plan, device):
     """Rows that are a slice of wider rows: the cooperative kernels' unaligned (scalar) path."""
     base = _rand((rows, width + 11), torch.float16, device, scale=3.0, seed=54)

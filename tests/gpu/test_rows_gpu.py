@@ -142,6 +142,24 @@ def test_new_row_counts_reuse_compiled_kernels_wide():
     assert compiled_variants(bwd_k._rms_bwd_resident) == n
 
 
+def test_new_row_counts_reuse_compiled_kernels_wider():
+    """Width 131072: split (few rows, few chunks), cooperative 4096 (few rows, enough chunks)
+    and looped cooperative (many rows) softmax plans each compile once for the width."""
+    from warpgauge.kernels import softmax_coop
+
+    width = 131072
+    for rows in (3, 100, 300):  # split, coop 4096 (100 x 32 chunks), looped coop (>= SM rows)
+        wg.softmax(_rand((rows, width), torch.bfloat16))
+    kernels = [softmax_k._softmax_coop, softmax_coop._softmax_coop_loop,
+               softmax_k._softmax_split_stats]  # fmt: skip
+    before = [compiled_variants(k) for k in kernels]
+    assert all(before), before
+    for rows in (1, 7, 16, 120, 512, 1000):
+        x = _rand((rows, width), torch.bfloat16)
+        assert_close(wg.softmax(x), softmax_ref(x), relative=True)
+    assert [compiled_variants(k) for k in kernels] == before
+
+
 @pytest.mark.parametrize("shape", [(4096, 4096), (1000, 2880), (300, 50257)])
 def test_rms_weight_grad_bit_identical_100_runs(shape):
     """dw from fixed-order FP32 partials: bit-identical over 100 runs, no atomics."""

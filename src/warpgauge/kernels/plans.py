@@ -91,15 +91,36 @@ COOP_RMS = (4096, 4)
 # at ragged widths); 128x50257 1.72 vs 0.79 split, 100x65537 1.76 vs 1.28. Needs rows * chunks
 # >= SMs: 2x1048576 split 1.03 vs 0.89.
 COOP_ROW_SUM = (16384, 8)
-# softmax 4096/4 (one exp per element; results/rows-wide-h200/wide_r2.json, "W2", two passes),
-# fewer rows than SMs but at least SM/2: 128x50257 1.93-1.96 vs 1.44 split in W1 (torch 1.61);
-# W1 (two exps) 100x65537 2.00 vs 1.38; fewer rows keep split (W1 32x151936 1.70 vs 1.51).
-# Many rows: coop from width COOP_SOFTMAX_MIN_WIDTH, between the widths where W1/W2 measured
-# looped ahead (128256 2.76 vs 2.38; 512x131072 2.88-2.89 vs 2.70-2.74) and coop ahead
-# (441x151936 2.43-2.45 vs 2.29, 256x262144 2.70-2.71 vs 2.47-2.48, W1 335x200003 2.36 vs 2.14).
-# At 50257 and 65537 both give 2.37-2.57 (ties); 98304 (W1: coop 2.70 vs 2.45) stays looped.
+# softmax 4096/4 (one exp per element; results/rows-wide-h200/wide_r2.json, "W2", two passes)
+# for fewer rows than SMs: 128x50257 1.93-1.96 vs 1.44 split in W1 (torch 1.61); W1 (two exps)
+# 100x65537 2.00 vs 1.38. Below SM/2 rows: COOP_SOFTMAX_FEW_PER_SM. Many rows of widths past
+# COOP_LOOP_MIN_WIDTH take COOP_SOFTMAX_LOOP instead (S5 below; it replaced W1/W2's coop 4096
+# from 139264 and looped 16384/32 from 98304).
 COOP_SOFTMAX = (4096, 4)
-COOP_SOFTMAX_MIN_WIDTH = 139264
+# rows5 sweep (results/rows5-h200/rows5.json, "S5"; experiments/rows5_sweep.py: BF16,
+# CUDA-graph replay, inputs rotated past 3x L2, FP64-gated; copy ceiling 4.20 TB/s there).
+# Few rows of widths past SPLIT_MIN_WIDTH whose body still fits RESIDENT_MAX: row_sum (rows < SM)
+# one resident program per row at 16 warps: S5 1-64 x 16385 2.9-3.5 us vs 4.4-6.0 split
+# (1.47-1.79x), 99x16385 3.4 vs 4.1 at 8 warps, 1-64 x 32769 3.3-4.0 us vs 5.1-5.4 split
+# (1.47-1.59x); softmax and add_rms_norm (rows < SM/2): cooperative 2048/4 chunks
+# (softmax 64x32769 6.6 us vs 9.0 split, 16x16385 4.9 vs 5.2; add_rms_norm 1x16385 4.5 vs 5.1
+# coop 4096, 4x32769 5.1 vs 5.4; within 2% where 4096 is ahead).
+ROW_SUM_FEW_WARPS = 16
+COOP_FEW_NARROW = (2048, 4)
+# Many softmax rows (>= SM) wider than this: the looped cooperative plan (16384-wide chunks in
+# 4096 slices, evict hints, no pipelining: the pipelined variants were 8-25% slower). S5 at
+# DRAM-bound row counts: 4096x131072 651 us (3.30 TB/s) vs 713 looped, 1024x151936 224 vs 249
+# (coop 4096), 1023x65537 96.0 vs 104.1, 512x131072 88.6 vs 92.9, 256x262144 89.8 vs 99.3,
+# 441x151936 100.9 vs 113.9; 264 rows (inputs that fit L2): 0.97-1.12x the old rule (65537 and
+# 128256 lose 6% / 3% to the looped plan, whose second read then hits L2). At 50257 it ties
+# (1.02x), at 32769 the resident plan is 1.29x faster.
+COOP_LOOP_MIN_WIDTH = 65536
+# Few softmax rows beyond the resident range: cooperative 4096/4 once the rows' chunks give this
+# many programs per SM, else split (two kernels). S5: 16x131072 6.6 us vs 7.1 split,
+# 16x151936 7.5 vs 8.0, 16x262144 8.9 vs 10.4, 64x50257 8.1 vs 11.1; 1-4 rows of 131072-262144
+# split 1.00-1.08x coop.
+COOP_SOFTMAX_FEW_PER_SM = 2
+COOP_SOFTMAX_LOOP = dict(block=16384, num_warps=8, sub=4096, evict=True)
 # Unaligned widths (aligned-body path) want fewer warps at the 8192 and 16384 bodies. W2:
 # softmax 8193x8191 4.00 TB/s at 4 warps vs 3.87-3.90 at 8 (R2: aligned 8192-wide bodies keep 8:
 # 5120/7168/8192 at 3.94-3.99 vs 3.88-3.93 at 4); RMSNorm 4096x8191 3.85-3.86 at 8 warps vs
@@ -165,6 +186,14 @@ class RowPlan:
       backward uses it as row groups per SM (0: ``RMS_BWD_GROUPS_PER_SM``); others ignore it.
     - ``align``: allow the aligned-body path for unaligned rows (``_rows.py``); off forces
       scalar access (a tuning control, never worth choosing).
+    - ``stages``: looped softmax and row_sum only; ``k > 0`` asks Triton to software-pipeline
+      the chunk loops ``k`` deep (``tl.range(num_stages=k)``: the next chunks' loads are issued
+      before the current one is reduced); 0 leaves the loops as plain ranges. Also the slice
+      loops of a looped cooperative softmax (``sub``).
+    - ``sub``: cooperative softmax and add_rms_norm forward; ``s > 0`` walks each program's
+      ``block``-wide chunk in ``s``-wide slices twice (statistics, then after the exchange a
+      second read, from L2, and the write: ``softmax_coop.py``, ``rmsnorm_coop.py``) instead of
+      holding the chunk in registers; ``evict`` adds the L2 hints. row_sum ignores it.
     """
 
     kind: str  # "resident" | "looped" | "split"
@@ -177,6 +206,8 @@ class RowPlan:
     lane_stats: bool = False
     prefetch: bool = True
     align: bool = True
+    stages: int = 0
+    sub: int = 0
 
     def __post_init__(self):
         if self.kind not in ("resident", "looped", "split", "coop"):
@@ -193,6 +224,13 @@ class RowPlan:
             raise ValueError("split plan needs split >= 1")
         if self.programs_per_sm < 0:
             raise ValueError(f"programs_per_sm must be >= 0, got {self.programs_per_sm}")
+        if self.sub and (self.kind != "coop" or self.sub & (self.sub - 1) or self.sub > self.block):
+            raise ValueError(
+                f"sub must be 0 or a power of two up to block ({self.block}) on a coop plan, "
+                f"got {self.sub} on a {self.kind} plan"
+            )
+        if not 0 <= self.stages <= 8:
+            raise ValueError(f"stages must be 0 (no pipelining) to 8, got {self.stages}")
         if self.num_warps not in (1, 2, 4, 8, 16, 32):
             raise ValueError(f"num_warps must be a power of two up to 32, got {self.num_warps}")
 
@@ -247,6 +285,7 @@ class RowPlan:
         programs_per_sm: int = 0,
         evict: bool = False,
         lane_stats: bool = False,
+        stages: int = 0,
     ) -> RowPlan:
         return RowPlan(
             "looped",
@@ -255,13 +294,22 @@ class RowPlan:
             programs_per_sm=programs_per_sm,
             evict=evict,
             lane_stats=lane_stats,
+            stages=stages,
         )
 
     @staticmethod
-    def coop(block: int, num_warps: int | None = None) -> RowPlan:
+    def coop(
+        block: int,
+        num_warps: int | None = None,
+        sub: int = 0,
+        stages: int = 0,
+        evict: bool = False,
+    ) -> RowPlan:
         """Cooperative split: ``block``-wide chunks of a row, one program each, the chunk held
-        in registers while the row's statistics are exchanged through global memory."""
-        return RowPlan("coop", block, num_warps or _softmax_warps(block))
+        in registers while the row's statistics are exchanged through global memory (softmax
+        with ``sub``: the chunk walked in slices twice instead, see the class docstring)."""
+        w = num_warps or _softmax_warps(sub or block)
+        return RowPlan("coop", block, w, sub=sub, stages=stages, evict=evict)
 
     @staticmethod
     def split_for(
@@ -289,20 +337,26 @@ class RowPlan:
 
         - resident when the row's aligned body fits ``RESIDENT_MAX``, unless the row is wider
           than ``SPLIT_MIN_WIDTH`` and there are fewer than ``RESIDENT_WIDE_MIN_ROWS_PER_SM *
-          sm_count`` rows;
+          sm_count`` rows; row_sum stays resident there (``ROW_SUM_FEW_WARPS`` warps below SM
+          rows), softmax and add_rms_norm take ``COOP_FEW_NARROW`` cooperative chunks;
         - otherwise cooperative (``coop``), while a row has at most ``COOP_MAX_CHUNKS_PER_SM *
           sm_count`` chunks: add_rms_norm at any row count; row_sum when its chunks give at
-          least one program per SM; softmax with fewer rows than SMs but at least
-          ``RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count``, or many rows from ``COOP_SOFTMAX_MIN_WIDTH``;
+          least one program per SM; softmax with at least SM rows wider than
+          ``COOP_LOOP_MIN_WIDTH`` (``COOP_SOFTMAX_LOOP``: looped chunks, L2 re-read), or with
+          fewer rows whose ``COOP_SOFTMAX`` chunks give ``COOP_SOFTMAX_FEW_PER_SM`` programs
+          per SM;
         - otherwise split when there are fewer rows than ``SPLIT_ROWS_PER_SM * sm_count``;
         - otherwise looped on a persistent grid (softmax; the backwards).
         """
         body = body_block(width)
         few = rows < SPLIT_ROWS_PER_SM * sm_count
         resident_max = RMS_BWD_RESIDENT_MAX if op == "rms_bwd" else RESIDENT_MAX
-        if body <= resident_max and not (
-            width > SPLIT_MIN_WIDTH and rows < RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count
-        ):
+        wide_few = width > SPLIT_MIN_WIDTH and rows < RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count
+        if op == "row_sum" and few and width > SPLIT_MIN_WIDTH and body <= RESIDENT_MAX:
+            return cls.resident(width, num_warps=ROW_SUM_FEW_WARPS)
+        if body <= RESIDENT_MAX and wide_few and op in ("softmax", "rms"):
+            return cls.coop(*COOP_FEW_NARROW)
+        if body <= resident_max and not wide_few:
             if op == "softmax" and body == 32768 and width > SOFTMAX_PREFETCH_MIN_WIDTH:
                 return RowPlan("resident", body, 32, programs_per_sm=2)
             unaligned = width % 8 != 0  # contiguous rows take the aligned-body path (_rows.py)
@@ -330,13 +384,13 @@ class RowPlan:
             and coop_fits(COOP_ROW_SUM[0])
         ):
             return cls.coop(*COOP_ROW_SUM)
+        if op == "softmax" and not few and width > COOP_LOOP_MIN_WIDTH and coop_fits(16384):
+            return cls.coop(**COOP_SOFTMAX_LOOP)
         if (
             op == "softmax"
+            and few
             and coop_fits(COOP_SOFTMAX[0])
-            and (
-                (few and rows >= RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count)
-                or (not few and width >= COOP_SOFTMAX_MIN_WIDTH)
-            )
+            and rows * triton.cdiv(width, COOP_SOFTMAX[0]) >= COOP_SOFTMAX_FEW_PER_SM * sm_count
         ):
             return cls.coop(*COOP_SOFTMAX)
         if few:
@@ -391,6 +445,8 @@ class RowPlan:
             for block, warps in COOP_CANDIDATES:
                 if block < width:
                     out.append(cls.coop(block, warps))
+            if op in ("softmax", "rms", "") and width > 2 * COOP_SOFTMAX_LOOP["block"]:
+                out.append(cls.coop(**COOP_SOFTMAX_LOOP))  # looped chunks (sub)
         if width > 2048 and rows < 2 * sm_count and op not in ("rms_bwd", "softmax_bwd"):
             out.append(cls.split_for(rows, width, sm_count))
             for block in (2048, 4096, 8192):

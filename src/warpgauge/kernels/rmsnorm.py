@@ -37,6 +37,8 @@ from ._rows import (
     wait_slots,
 )
 from .plans import RowPlan
+from .rmsnorm_coop import _rms_coop_loop
+from .rmsnorm_coop import launch_args as coop_loop_args
 from .work import Work, esize
 
 
@@ -452,6 +454,12 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
         block = p.resident_block(n, align)
         launch(_rms_resident, (p.programs(rows, 1),), x2, r2, weight, y, h, xs, rs, rows, eps,
             N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
+    elif p.kind == "coop" and p.sub:
+        g = p.coop_chunks(n, align)
+        launch(_rms_coop_loop, (rows * g,), x2, r2, weight, y, h, coop_slots(rows, g, x.device),
+            xs, rs, rows, eps, coop_spin(), N=n, G=g, GP=triton.next_power_of_2(g), ALIGN=align,
+            S8=s8, num_warps=p.num_warps, **coop_loop_args(p),
         )  # fmt: skip
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)

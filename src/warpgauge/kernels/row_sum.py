@@ -72,7 +72,7 @@ def _row_sum_resident(
 @triton.jit(do_not_specialize=["n_rows"])
 def _row_sum_looped(
     x_ptr, y_ptr, x_stride, n_rows, N: tl.constexpr, BLOCK: tl.constexpr, ALIGN: tl.constexpr,
-    S8: tl.constexpr,
+    S8: tl.constexpr, STAGES: tl.constexpr = None,
 ):  # fmt: skip
     if S8:
         x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
@@ -92,7 +92,7 @@ def _row_sum_looped(
             blen = N
             tail = 0.0
         acc = tl.zeros([BLOCK], tl.float32)
-        for c in range(0, blen, BLOCK):
+        for c in tl.range(0, blen, BLOCK, num_stages=STAGES):
             idx = c + offs
             acc += tl.load(x_ptr + start + idx, mask=idx < blen, other=0.0).to(tl.float32)
         tl.store(y_ptr + row, (tl.sum(acc, 0) + tail).to(y_ptr.dtype.element_ty))
@@ -204,7 +204,8 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
     elif p.kind == "looped":
         grid = (p.programs(rows, device_info(x.device).sm_count),)
         launch(_row_sum_looped, grid, x2, y, stride, rows,
-            N=n, BLOCK=p.block, ALIGN=align, S8=s8, num_warps=p.num_warps,
+            N=n, BLOCK=p.block, ALIGN=align, S8=s8, STAGES=p.stages or None,
+            num_warps=p.num_warps,
         )  # fmt: skip
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)

@@ -33,6 +33,8 @@ from ._rows import (
     wait_slots,
 )
 from .plans import RowPlan
+from .softmax_coop import _softmax_coop_loop
+from .softmax_coop import launch_args as coop_loop_args
 from .work import Work, esize
 
 
@@ -199,6 +201,7 @@ def _softmax_looped(
     EV_KEEP: tl.constexpr,
     EV_DROP: tl.constexpr,
     LANE: tl.constexpr,
+    STAGES: tl.constexpr = None,
 ):
     # I/O: read x twice (the second pass hits L2 when the grid is persistent and few rows are in
     # flight), write y once. Rows pid, pid + programs, ... (a persistent grid when programs <
@@ -229,7 +232,7 @@ def _softmax_looped(
         if LANE:  # per-lane running (max, sum): two exps per element, no reduction per chunk
             mv = tl.full([BLOCK], float("-inf"), tl.float32)
             sv = tl.zeros([BLOCK], tl.float32)
-            for c in range(0, blen, BLOCK):
+            for c in tl.range(0, blen, BLOCK, num_stages=STAGES):
                 idx = c + offs
                 x = tl.load(
                     x_ptr + start + idx,
@@ -246,7 +249,7 @@ def _softmax_looped(
             s = tl.sum(sv * tl.exp(mv - sh), 0) + s * tl.exp(m - sh)
             m = mt
         else:
-            for c in range(0, blen, BLOCK):
+            for c in tl.range(0, blen, BLOCK, num_stages=STAGES):
                 idx = c + offs
                 x = tl.load(
                     x_ptr + start + idx,
@@ -257,7 +260,7 @@ def _softmax_looped(
                 m, s = _online_update(m, s, x.to(tl.float32))
         shift = tl.where(m == float("-inf"), 0.0, m)
         inv = tl.where(s == 0, 0.0, 1.0 / s)
-        for c in range(0, blen, BLOCK):
+        for c in tl.range(0, blen, BLOCK, num_stages=STAGES):
             idx = c + offs
             x = tl.load(
                 x_ptr + start + idx, mask=idx < blen, other=float("-inf"), eviction_policy=EV_DROP
@@ -439,6 +442,12 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
         launch(_softmax_resident, grid, x2, y, stride, rows,
             N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
         )  # fmt: skip
+    elif p.kind == "coop" and p.sub:
+        g = p.coop_chunks(n, align)
+        launch(_softmax_coop_loop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride,
+            rows, coop_spin(), N=n, G=g, GP=triton.next_power_of_2(g), ALIGN=align, S8=s8,
+            num_warps=p.num_warps, **coop_loop_args(p),
+        )  # fmt: skip
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)
         launch(_softmax_coop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride, rows,
@@ -450,7 +459,7 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
         keep, drop = ("evict_last", "evict_first") if p.evict else ("", "")
         launch(_softmax_looped, grid, x2, y, stride, rows,
             N=n, BLOCK=p.block, ALIGN=align, S8=s8, EV_KEEP=keep, EV_DROP=drop,
-            LANE=p.lane_stats, num_warps=p.num_warps,
+            LANE=p.lane_stats, STAGES=p.stages or None, num_warps=p.num_warps,
         )  # fmt: skip
     else:
         chunk, n_chunks = p.chunk(n), p.n_chunks(n)
