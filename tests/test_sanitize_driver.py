@@ -11,7 +11,7 @@ def test_cases_reach_every_row_plan_kind(capsys):
     listed = capsys.readouterr().out.splitlines()
     for op in ("softmax", "add_rms_norm", "row_sum"):
         kinds = {ln.rsplit("plan=", 1)[1] for ln in listed if ln.startswith(op + ":")}
-        assert kinds == {"resident", "looped", "split", "coop"}, (op, kinds)
+        assert kinds == {"resident", "looped", "split", "coop", "coop_sub"}, (op, kinds)
     assert {ln.split(":")[0] for ln in listed} >= {"gemm", "int4_linear", "add"}
     # the pipelined INT4 GEMVs (the batch-1 default) are forced too
     assert any(ln.startswith("int4_linear:") and "pipeline=3" in ln for ln in listed)

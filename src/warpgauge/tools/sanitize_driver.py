@@ -66,6 +66,8 @@ def _cases(size: str):
         "split": RowPlan("split", 64 if tiny else 256, 2, split=3),
         # forward only: the programs of a row exchange statistics through L2 slots
         "coop": RowPlan.coop(128 if tiny else 512, 4),
+        # the looped cooperative plan (softmax_coop.py, rmsnorm_coop.py): chunks walked in slices
+        "coop_sub": RowPlan.coop(128 if tiny else 512, 2, sub=32 if tiny else 128, evict=True),
     }
     out: list[tuple[str, str, Callable[[], None]]] = []
 
