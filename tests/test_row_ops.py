@@ -256,6 +256,8 @@ def test_coop_forward(rows, width, plan, dtype, device):
     assert_close(y, softmax_ref(x), msg="softmax", relative=True)
     x[2, width // 2] = float("nan")
     assert torch.isnan(softmax_k.softmax(x, plan=plan)[2]).all()
+    x[0, -1] = float("nan")  # a NaN row whose other chunks are all -inf: NaN everywhere too
+    assert torch.isnan(softmax_k.softmax(x, plan=plan)[0]).all()
     x = _rand((rows, width), dtype, device, seed=51)
     r = _rand((rows, width), dtype, device, seed=52)
     w = _rand((width,), dtype, device, seed=53)

@@ -358,8 +358,9 @@ def _softmax_coop(
     mv, sv = unpack2(v)
     shift, inv = _merge(tl.where(k < G, mv, float("-inf")), tl.where(k < G, sv, 0.0))
     # y = exp(x - chunk max) * exp(chunk max - row max) / sum: one exp per element. A chunk of
-    # only -inf has e = 0 and scale 0 (exp(0 - shift) could overflow for a very negative row).
-    scale = tl.where(m == float("-inf"), 0.0, tl.exp(m - shift) * inv)
+    # only -inf has e = 0 and scale 0 (exp(0 - shift) could overflow for a very negative row),
+    # or NaN when the row's sum is NaN (a NaN elsewhere in the row: the whole row is NaN).
+    scale = tl.where(m == float("-inf"), inv * 0.0, tl.exp(m - shift) * inv)
     idx = c * BLOCK + tl.arange(0, BLOCK)
     tl.store(y_ptr + ys + idx, (e * scale).to(y_ptr.dtype.element_ty), mask=idx < blen)
     if ALIGN:
