@@ -56,11 +56,12 @@ install_peers() {  # QuACK when the four stash calls ran on this machine (else L
   have=$(ls "$stage"/cu13x.part* 2>/dev/null | wc -l)
   if [ "$n" -gt 0 ] && [ "$have" -eq "$n" ] && \
      [ "$(cat "$stage"/cu13x.part* | sha256sum | cut -d' ' -f1)" = "$(cat "$stage/cu13x.sha256")" ]; then
-    mkdir -p "$site"
+    # the wheels first: pip --target --upgrade replaces whole package folders, so the cu13
+    # libraries, unpacked into nvidia_cutlass_dsl/ before it, were deleted (session 7, 14:41)
+    install_wheels .peers/c/*.whl
     cat "$stage"/cu13x.part* | python3 -c "import sys, tarfile
 t = tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz'); t.extractall(sys.argv[1], filter='data')" "$site" \
       && echo "CUTLASS DSL cu13 libraries unpacked from $n staged parts"
-    install_wheels .peers/c/*.whl
   else
     echo "cu13 parts: $have of $n staged (run 'stash' with .peers/x1 .. x4 first): no QuACK"
     install_wheels .peers/c/liger_kernel-*.whl
@@ -341,6 +342,12 @@ case "${1:-}" in
       tail -n 6 "$OUT/roof-$st/log.txt"
       pack "roof-$st"
     done
+    ;;
+  rows7)  # carries .whl and .peers/c (after the four stash calls): the default suite's row operators
+    # again, now with QuACK (final7's run had it missing: install_peers' order, fixed)
+    install_peers
+    bench_part rows "${ROWS_S:-330}" --ops softmax,add_rms_norm,row_sum --max-minutes "${ROWS_MIN:-4.5}" \
+      --skip "${DEFAULT_SKIP:-compile_max_autotune}"
     ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
