@@ -347,7 +347,7 @@ case "${1:-}" in
     # again, now with QuACK (final7's run had it missing: install_peers' order, fixed)
     install_peers
     bench_part rows "${ROWS_S:-330}" --ops softmax,add_rms_norm,row_sum --max-minutes "${ROWS_MIN:-4.5}" \
-      --skip "${DEFAULT_SKIP:-compile_max_autotune}"
+      --skip "${DEFAULT_SKIP:-compile_max_autotune}" ${ROWS_ARGS:-}
     ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
