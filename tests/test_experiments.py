@@ -182,3 +182,20 @@ def test_gemm_grouping_launch_path_matches_the_reference():
             GROUP_M=gm, UPCAST=True, HINTS=T.hints(a, b, c), **tile,
         )  # fmt: skip
         assert torch.allclose(c.double(), ref, rtol=2e-2, atol=2e-2), gm
+
+
+# The three variants as the sweep builds them (the library's kernel with its launch arguments,
+# and both runtime-width copies), on the interpreter: a stale call of the library kernel failed
+# on the H200 at ac62f0b (results/h200-session7/roofline-logs/exp-a.txt).
+@pytest.mark.parametrize("op", ["softmax", "rms"])
+def test_specialization_variants_run_and_agree(op):
+    import torch
+
+    from warpgauge.experiments import specialization as S
+
+    make = S._variants_softmax if op == "softmax" else S._variants_rms
+    calls, ys, err, _ = make(3, 37, torch.float32, device="cpu")
+    for v, fn in calls.items():
+        ys[v].fill_(float("nan"))
+        fn()
+        assert err(ys[v]) < 1e-4, (op, v, err(ys[v]))

@@ -78,19 +78,22 @@ def _rms_rt_nospec(
     _rms_rt_body(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, x_stride, r_stride, eps, N, BLOCK)
 
 
-def _variants_softmax(rows, n, dtype):
+def _variants_softmax(rows, n, dtype, device="cuda"):
     import torch
 
     from warpgauge.kernels import softmax as k
     from warpgauge.kernels.plans import RowPlan
 
     p = RowPlan.resident(n)
-    x = torch.randn(rows, n, device="cuda", dtype=dtype)
+    x = torch.randn(rows, n, device=device, dtype=dtype)
     ys = {v: torch.empty_like(x) for v in ("constexpr", "runtime", "runtime_nospec")}
-    kw = dict(BLOCK=p.block, num_warps=p.num_warps)
+    kw = dict(BLOCK=p.resident_block(n, aligned_path=False), num_warps=p.num_warps)
+    # the library's kernel as its launcher calls it, one row per program and the unaligned
+    # path like the runtime variants: only the width's specialization differs
+    lib = dict(ROWS=1, ALIGN=False, S8=False)
     calls = {
         "constexpr": lambda: k._softmax_resident[(rows,)](
-            x, ys["constexpr"], x.stride(0), N=n, **kw
+            x, ys["constexpr"], x.stride(0), rows, N=n, **lib, **kw
         ),
         "runtime": lambda: _softmax_rt[(rows,)](x, ys["runtime"], x.stride(0), n, **kw),
         "runtime_nospec": lambda: _softmax_rt_nospec[(rows,)](
@@ -101,23 +104,25 @@ def _variants_softmax(rows, n, dtype):
     return calls, ys, lambda y: (y.float() - ref).abs().max().item(), p
 
 
-def _variants_rms(rows, n, dtype):
+def _variants_rms(rows, n, dtype, device="cuda"):
     import torch
 
     from warpgauge.kernels import rmsnorm as k
     from warpgauge.kernels.plans import RowPlan
 
     p = RowPlan.resident(n)
-    x = torch.randn(rows, n, device="cuda", dtype=dtype)
-    r = torch.randn(rows, n, device="cuda", dtype=dtype)
-    w = torch.randn(n, device="cuda", dtype=dtype)
+    x = torch.randn(rows, n, device=device, dtype=dtype)
+    r = torch.randn(rows, n, device=device, dtype=dtype)
+    w = torch.randn(n, device=device, dtype=dtype)
     names = ("constexpr", "runtime", "runtime_nospec")
     ys = {v: torch.empty_like(x) for v in names}
     hs = {v: torch.empty_like(x) for v in names}
-    kw = dict(BLOCK=p.block, num_warps=p.num_warps)
+    kw = dict(BLOCK=p.resident_block(n, aligned_path=False), num_warps=p.num_warps)
     args = lambda v: (x, r, w, ys[v], hs[v], x.stride(0), r.stride(0), 1e-6)
     calls = {
-        "constexpr": lambda: k._rms_resident[(rows,)](*args("constexpr"), N=n, **kw),
+        "constexpr": lambda: k._rms_resident[(rows,)](
+            *args("constexpr")[:7], rows, 1e-6, N=n, ROWS=1, ALIGN=False, S8=False, **kw
+        ),
         "runtime": lambda: _rms_rt[(rows,)](*args("runtime"), n, **kw),
         "runtime_nospec": lambda: _rms_rt_nospec[(rows,)](*args("runtime_nospec"), n, **kw),
     }
