@@ -20,6 +20,11 @@
 #   bash scripts/gpu_evidence.sh prep-quack PATH/nvidia_cutlass_dsl_libs_cu13-4.8.1-...whl
 # then four device calls back to back, `stash` carrying .peers/x1, x2, x3, x4 in turn, and the
 # timing call (final6, final6b) carrying .whl and .peers/c unpacks them (`install_peers`).
+# When the tree leaves less room (it was 57.5 MiB of the 64 MiB after session 7): make smaller
+# parts (PART_BYTES=5000000 bash scripts/gpu_evidence.sh prep-quack WHEEL gives .peers/x1..x13),
+# move the peer wheels into .peers/c1, .peers/c2, ... (each a few MB) and carry every one in its
+# own `stash` call too; install_peers then takes the wheels from the stage, and the timing call
+# carries only .whl.
 set -uo pipefail
 [ "${1:-}" = prep-quack ] && [ -n "${2:-}" ] && set -- "$1" "$(realpath "$2")"
 cd "$(dirname "$0")/.."
@@ -27,7 +32,7 @@ if [ "${1:-}" = prep-quack ]; then  # here, not on the device: .peers/x1..x4 fro
   whl=$(realpath "${2:?usage: gpu_evidence.sh prep-quack WHEEL}"); tmp=$(mktemp -d)
   python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$whl" "$tmp/x"
   tar -cf - -C "$tmp/x" . | xz -T2 -9e >"$tmp/cu13.tar.xz"
-  split -b 16000000 -d -a 1 "$tmp/cu13.tar.xz" "$tmp/cu13x.part"
+  split -b "${PART_BYTES:-16000000}" -d -a 2 "$tmp/cu13.tar.xz" "$tmp/cu13x.part"
   i=1; for f in "$tmp"/cu13x.part*; do mkdir -p ".peers/x$i"; mv "$f" ".peers/x$i/"; i=$((i + 1)); done
   echo $((i - 1)) >.peers/x1/cu13x.count
   sha256sum "$tmp/cu13.tar.xz" | cut -d' ' -f1 >.peers/x1/cu13x.sha256
@@ -58,15 +63,19 @@ install_peers() {  # QuACK when the four stash calls ran on this machine (else L
      [ "$(cat "$stage"/cu13x.part* | sha256sum | cut -d' ' -f1)" = "$(cat "$stage/cu13x.sha256")" ]; then
     # the wheels first: pip --target --upgrade replaces whole package folders, so the cu13
     # libraries, unpacked into nvidia_cutlass_dsl/ before it, were deleted (session 7, 14:41)
-    install_wheels .peers/c/*.whl
+    install_wheels $(peer_wheels)
     cat "$stage"/cu13x.part* | python3 -c "import sys, tarfile
 t = tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz'); t.extractall(sys.argv[1], filter='data')" "$site" \
       && echo "CUTLASS DSL cu13 libraries unpacked from $n staged parts"
   else
     echo "cu13 parts: $have of $n staged (run 'stash' with .peers/x1 .. x4 first): no QuACK"
-    install_wheels .peers/c/liger_kernel-*.whl
+    install_wheels $(peer_wheels | grep liger_kernel)
   fi
   python3 -c "import quack.softmax; print('quack ok')" 2>&1 | tail -n 1
+}
+
+peer_wheels() {  # the staged peer wheels (stash calls carrying .peers/c*), else the carried .peers/c
+  if ls "$stage"/*.whl >/dev/null 2>&1; then ls "$stage"/*.whl; else ls .peers/c/*.whl 2>/dev/null; fi
 }
 
 bench_part() {  # bench_part NAME LIMIT_S ARGS...: one run under $OUT/NAME, validated and summarized
@@ -273,7 +282,7 @@ case "${1:-}" in
     # parts of 16 MB: the tree is ~49 MB, so no larger part fits a call); kept in /tmp for the
     # next calls on the same warm machine (each call within 30 s of the last)
     mkdir -p "$stage"
-    for d in .peers/x*/; do [ -d "$d" ] && cp "$d"* "$stage/"; done
+    for d in .peers/x*/ .peers/c*/; do [ -d "$d" ] && cp "$d"* "$stage/"; done
     ls -la "$stage"
     ;;
   final6)  # carries .whl and .peers/c: the whole default suite in one run (QuACK if stashed)
