@@ -358,6 +358,23 @@ case "${1:-}" in
     bench_part rows "${ROWS_S:-330}" --ops softmax,add_rms_norm,row_sum --max-minutes "${ROWS_MIN:-4.5}" \
       --skip "${DEFAULT_SKIP:-compile_max_autotune}" ${ROWS_ARGS:-}
     ;;
+  s8a)  # carries .whl: the specialization experiment (issue 13), then the full plans grid (issue 9),
+    # cut at PLANS_MIN minutes (RESUME=results/<id> finishes a cut grid run instead)
+    install_wheels
+    if [ "${SPEC:-1}" = 1 ]; then
+      mkdir -p "$OUT/spec8"
+      echo "[$(stamp)] experiment specialization"
+      timeout -k 5 "${SPEC_S:-90}" python3 -m warpgauge experiment specialization --out "$OUT/spec8" \
+        >"$OUT/spec8/log.txt" 2>&1; echo "exit $?" >>"$OUT/spec8/log.txt"
+      tail -n 5 "$OUT/spec8/log.txt"; pack spec8
+    fi
+    if [ -n "${RESUME:-}" ]; then
+      mkdir -p "$OUT/plans" && cp -r "$RESUME" "$OUT/plans/"
+      bench_part plans "${PLANS_S:-480}" --resume "$OUT/plans/$(basename "$RESUME")" --max-minutes "${PLANS_MIN:-6.8}"
+    else
+      bench_part plans "${PLANS_S:-480}" --mode plans --max-minutes "${PLANS_MIN:-6.8}"
+    fi
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
