@@ -187,6 +187,33 @@ def _install_gpu_lock(path: str) -> str:
         return f"no lock ({type(e).__name__}: {e})"
 
 
+def build_one(spec, name, ctx, inputs, input_error, format_error, sync) -> tuple[str, str | None]:
+    """Build provider ``name`` of ``spec`` on ``inputs`` and call it twice; (status, error).
+
+    The job names the providers of the measuring process's spec, which is the union over every
+    group (the plans mode's forced plans differ per cell); the worker's spec is narrowed to the
+    job's group, so a name it lacks is absent here, not a reason to stop the worker (that
+    stopped every worker of the first plans grid after one build each)."""
+    try:
+        p = spec.provider(name)
+    except KeyError:
+        return "absent", f"not a provider of this group ({name!r})"
+    try:
+        reason = p.available(ctx)
+        if reason:
+            return "absent", reason
+        if input_error:
+            return "error", input_error
+        built = p.build(inputs, ctx)
+        built.fn()
+        built.fn()  # a second call: cudagraph-wrapped modes record on a later call
+        sync()
+        del built
+    except Exception as e:
+        return "error", format_error(e)
+    return "ok", None
+
+
 def _worker(job_q, res_q, lock_path, modes, device_index, log_path):  # pragma: no cover - GPU only
     import sys
 
@@ -223,23 +250,9 @@ def _worker(job_q, res_q, lock_path, modes, device_index, log_path):  # pragma: 
         except Exception as e:
             input_error = format_error(e)
         for name in job["providers"]:
-            p = spec.provider(name)
             t0 = time.perf_counter()
-            status, error = "ok", None
-            try:
-                reason = p.available(ctx)
-                if reason:
-                    status, error = "absent", reason
-                elif input_error:
-                    status, error = "error", input_error
-                else:
-                    built = p.build(inputs, ctx)
-                    built.fn()
-                    built.fn()  # a second call: cudagraph-wrapped modes record on a later call
-                    torch.cuda.synchronize(device)
-                    del built
-            except Exception as e:
-                status, error = "error", format_error(e)
+            status, error = build_one(spec, name, ctx, inputs, input_error, format_error,
+                                      lambda: torch.cuda.synchronize(device))  # fmt: skip
             print(f"{job['key']} {name}: {status} in {time.perf_counter() - t0:.2f} s", flush=True)
             res_q.put({"key": job["key"], "provider": name, "status": status,
                        "seconds": time.perf_counter() - t0, "error": error})  # fmt: skip
