@@ -228,7 +228,7 @@ def compact_cli(paths: list[str | os.PathLike]) -> int:
     try:
         runs = find_runs(paths)
     except ArtifactError as e:
-        console.print(str(e), markup=False)
+        console.print(str(e), markup=False, soft_wrap=True)
         return 2
     total = sum(len(_plain_cases(d)) for r in runs for d in _case_dirs(r))
     done: list[Compacted] = []
@@ -256,11 +256,12 @@ def compact_cli(paths: list[str | os.PathLike]) -> int:
     if done:
         console.print(table)
     for e in refused:
-        console.print(f"REFUSED: {e}", markup=False)
+        console.print(f"REFUSED: {e}", markup=False, soft_wrap=True)
     saved = before - after
     console.print(
         f"{len(done)} run(s) compact and valid, {len(refused)} refused; "
         f"{before:,} -> {after:,} bytes ({saved:,} saved)",
         markup=False,
+        soft_wrap=True,
     )
     return 1 if refused else 0
