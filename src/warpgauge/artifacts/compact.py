@@ -170,7 +170,8 @@ def compact_run(
 ) -> Compacted:
     """Store every case file of a run (and of its rank runs) as ``.json.gz``; see the module
     docstring. ``advance`` is called once per file compressed. Raises ArtifactError, listing
-    the problems, for a run that does not validate before (then nothing is changed) or after."""
+    the problems, for a run that does not validate before (then nothing is changed, except that
+    the spare copy of a pair an interrupted compaction left is removed) or after."""
     run_dir = Path(run_dir)
     if not is_run_dir(run_dir):
         raise ArtifactError(str(run_dir), ["not a run directory (needs run.json + manifest.json)"])
