@@ -20,6 +20,7 @@ its own module).
     warpgauge roofline RUN                  throughput vs intensity under the run's measured roofs
     warpgauge profile                       Nsight Compute metrics and the byte-model check
     warpgauge experiment NAME...            clock ramp, specialization, sweeps, Inductor, compile cost
+    warpgauge artifacts compact RUN...      gzip the case files of finished runs (lossless)
 
 Heavy modules (torch, the kernels, rich, matplotlib) are imported inside the commands.
 """
@@ -453,6 +454,15 @@ def experiment_cmd(ctx: typer.Context) -> None:
     from warpgauge.experiments.cli import main as experiment_main
 
     raise typer.Exit(experiment_main(list(ctx.args)))
+
+
+def _add_groups() -> None:
+    from warpgauge.artifacts.cli import app as artifacts_app
+
+    app.add_typer(artifacts_app, name="artifacts")
+
+
+_add_groups()
 
 
 @app.command(

@@ -1,8 +1,8 @@
 """Run artifacts: versioned JSON records, atomic writes, a SHA-256 manifest, and a validator.
 
 A run directory (``results/<run-id>/``) holds ``run.json``, one ``cases/<case-file>.json`` per
-(operator, dtype, shape, lane), ``ceilings.json``, ``manifest.json`` and, once rendered,
-``report/``. docs/artifacts.md describes every field; the JSON Schemas in ``schemas/`` are the
+(operator, dtype, shape, lane) (or, once compacted for the archive, ``cases/<case-file>.json.gz``:
+``compact``), ``ceilings.json``, ``manifest.json`` and, once rendered, ``report/``. docs/artifacts.md describes every field; the JSON Schemas in ``schemas/`` are the
 machine-readable form. The runner computes every number; this module only checks and stores them.
 
 Writing (the runner's calls, in order)::
@@ -19,7 +19,8 @@ listing every problem, so a bad record never reaches the disk. Reading: ``load_r
 
 Modules: ``files`` (names, JSON, atomic writes, checksums), ``schemas`` (JSON Schemas, case
 ids), ``rules`` (cross-field rules, derived numbers), ``coverage`` (the cases a config asks for),
-``store`` (manifest, writers, ``load_run``), ``validate`` (``validate_run``). Every public name is
+``store`` (manifest, writers, ``load_run``), ``validate`` (``validate_run``), ``compact`` (gzip
+the case files of finished runs; ``warpgauge artifacts compact``, imported on use). Every public name is
 re-exported here; import from ``warpgauge.artifacts``.
 
 jsonschema is imported inside the functions that validate, never at import time.
@@ -28,9 +29,12 @@ jsonschema is imported inside the functions that validate, never at import time.
 from .coverage import config_problems, expected_cases, packaged_suite_check
 from .files import (
     BEST_PYTORCH_FAMILIES,
+    CASE_SUFFIXES,
     CASES_DIR,
     CEILINGS_FILE,
     DERIVED_RTOL,
+    GZIP_LEVEL,
+    GZIP_SUFFIX,
     MANIFEST_FILE,
     REPORT_DIR,
     RUN_FILE,
@@ -39,11 +43,16 @@ from .files import (
     STATS_ATOL_US,
     STATS_RTOL,
     ArtifactError,
+    GzipError,
     _is_temp,
     atomic_write_bytes,
     atomic_write_json,
     dumps,
+    gzip_bytes,
+    is_case_name,
     list_files,
+    plain_name,
+    read_bytes,
     read_json,
     sha256_file,
     to_plain,
@@ -70,6 +79,8 @@ from .schemas import (
 )
 from .store import (
     Run,
+    case_paths,
+    find_case,
     finish_run,
     load_run,
     read_artifact,
@@ -82,10 +93,11 @@ from .store import (
 from .validate import Validation, check_run, validate_cli, validate_run
 
 __all__ = [
-    "ArtifactError", "BEST_PYTORCH_FAMILIES", "CASES_DIR", "CEILINGS_FILE", "DERIVED_KEYS",
-    "DERIVED_RTOL", "MANIFEST_FILE", "REPORT_DIR", "RUN_FILE", "Run", "SCHEMA_NAMES",
+    "ArtifactError", "BEST_PYTORCH_FAMILIES", "CASE_SUFFIXES", "CASES_DIR", "CEILINGS_FILE",
+    "DERIVED_KEYS", "DERIVED_RTOL", "GZIP_LEVEL", "GZIP_SUFFIX", "GzipError", "MANIFEST_FILE", "REPORT_DIR", "RUN_FILE", "Run", "SCHEMA_NAMES",
     "SCHEMA_SKIPPED", "SCHEMA_VERSION", "STATS_ATOL_US", "STATS_RTOL", "Validation", "_is_temp",
-    "atomic_write_bytes", "atomic_write_json", "best_pytorch", "case_filename", "case_problems",
+    "atomic_write_bytes", "atomic_write_json", "best_pytorch", "case_filename", "case_paths",
+    "case_problems", "find_case", "gzip_bytes", "is_case_name", "plain_name", "read_bytes",
     "ceilings_problems", "check_run", "config_problems", "dumps", "excluded_from_best",
     "expected_cases", "expected_derived", "fill_derived", "finish_run", "have_jsonschema",
     "list_files", "load_run", "make_case_id", "packaged_suite_check", "read_artifact", "read_json",

@@ -6,11 +6,13 @@ Nothing here knows a schema; ``schemas``, ``rules``, ``store`` and ``validate`` 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import math
 import os
 import tempfile
+import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,12 @@ MANIFEST_FILE = "manifest.json"
 CASES_DIR = "cases"
 REPORT_DIR = "report"
 SCHEMA_NAMES = ("run", "case", "ceilings", "manifest")
+# A case file is stored as ``<case-file>.json`` (as the bench writes it) or, once a finished run
+# is compacted for the archive, as ``<case-file>.json.gz``: the same JSON bytes, gzipped with
+# mtime 0, no file name and level GZIP_LEVEL, so one JSON text always gives the same bytes.
+GZIP_SUFFIX = ".gz"
+GZIP_LEVEL = 9
+CASE_SUFFIXES = (".json", ".json" + GZIP_SUFFIX)
 SCHEMA_FILES = (*SCHEMA_NAMES, "common")
 
 # Families whose best (lowest-median) provider is "the best PyTorch provider": what a user would
@@ -169,13 +177,47 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_bytes(path, dumps(obj).encode("utf-8"))
 
 
+class GzipError(ValueError):
+    """A ``.gz`` artifact that does not decompress (corrupted or truncated)."""
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """``data`` gzipped deterministically: mtime 0, no file name, level ``GZIP_LEVEL``, so the
+    same bytes in give the same bytes out (and the same manifest checksum) with one zlib."""
+    return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The content of an artifact file: a ``.gz`` file decompressed, anything else as stored.
+    Raises GzipError (a ValueError) for a ``.gz`` file that does not decompress."""
+    path = Path(path)
+    data = path.read_bytes()
+    if not path.name.endswith(GZIP_SUFFIX):
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as e:
+        raise GzipError(f"not valid gzip ({e or type(e).__name__})") from e
+
+
 def read_json(path: str | os.PathLike) -> Any:
-    """Parse a JSON file (strict UTF-8; NaN/Infinity rejected)."""
+    """Parse a JSON file, or a gzipped one (``*.json.gz``, see ``read_bytes``); strict UTF-8,
+    NaN/Infinity rejected."""
 
     def no_constants(name):
         raise ValueError(f"{name} is not JSON")
 
-    return json.loads(Path(path).read_bytes().decode("utf-8"), parse_constant=no_constants)
+    return json.loads(read_bytes(path).decode("utf-8"), parse_constant=no_constants)
+
+
+def plain_name(name: str) -> str:
+    """A file name or path without its ``.gz``: ``x.json.gz`` -> ``x.json``."""
+    return name[: -len(GZIP_SUFFIX)] if name.endswith(GZIP_SUFFIX) else name
+
+
+def is_case_name(name: str) -> bool:
+    """Whether ``name`` has the suffix of a stored case file (``.json`` or ``.json.gz``)."""
+    return name.endswith(CASE_SUFFIXES)
 
 
 def _is_temp(relpath: str) -> bool:

@@ -11,14 +11,17 @@ from pathlib import Path
 from .files import (
     CASES_DIR,
     CEILINGS_FILE,
+    GZIP_SUFFIX,
     MANIFEST_FILE,
     RUN_FILE,
     SCHEMA_VERSION,
     ArtifactError,
+    GzipError,
     _file_entry,
     _is_temp,
     atomic_write_json,
     dumps,
+    is_case_name,
     list_files,
     read_json,
     utc_now,
@@ -166,7 +169,11 @@ def write_case(run_dir: str | os.PathLike, record: dict) -> Path:
     rec = _checked("case", record, rules)
     rel = f"{CASES_DIR}/{case_filename(rec['case_id'])}"
     atomic_write_json(run_dir / rel, rec)
-    update_manifest(run_dir, [rel], rec["run_id"])
+    gz = rel + GZIP_SUFFIX  # a compacted form of the same case would now be stale
+    stale = [gz] if (run_dir / gz).exists() else []
+    for old in stale:
+        (run_dir / old).unlink()
+    update_manifest(run_dir, [rel], rec["run_id"], remove=stale)
     return run_dir / rel
 
 
@@ -195,9 +202,7 @@ def finish_run(
     if host_gpus_after is not None:
         pair = run["provenance"].get("host_gpus") or {"before": None}
         run["provenance"]["host_gpus"] = {**pair, "after": host_gpus_after}
-    present = [
-        c for c in run["expected_cases"] if (run_dir / CASES_DIR / case_filename(c)).exists()
-    ]
+    present = [c for c in run["expected_cases"] if find_case(run_dir, c) is not None]
     run["finished_cases"] = present
     run["missing_cases"] = [c for c in run["expected_cases"] if c not in set(present)]
     run["status"] = "interrupted" if status == "complete" and run["missing_cases"] else status
@@ -228,11 +233,35 @@ class Run:
         return next((c for c in self.cases if c.get("case_id") == case_id), None)
 
 
+def case_paths(run_dir: str | os.PathLike) -> list[Path]:
+    """The stored case files of a run: ``cases/*.json`` and ``cases/*.json.gz``, sorted by name
+    (temp files of interrupted writes are not case files)."""
+    root = Path(run_dir) / CASES_DIR
+    if not root.is_dir():
+        return []
+    return sorted(
+        p for p in root.iterdir() if p.is_file() and is_case_name(p.name) and not _is_temp(p.name)
+    )
+
+
+def find_case(run_dir: str | os.PathLike, case_id: str) -> Path | None:
+    """The file that stores ``case_id`` in a run (``cases/<case-file>.json``, else its compacted
+    form ``cases/<case-file>.json.gz``), or None when there is none."""
+    plain = Path(run_dir) / CASES_DIR / case_filename(case_id)
+    for path in (plain, plain.with_name(plain.name + GZIP_SUFFIX)):
+        if path.is_file():
+            return path
+    return None
+
+
 def read_artifact(path: Path) -> dict:
-    """One artifact file, or ValueError naming the file when it is corrupted or truncated
-    (not UTF-8, not JSON, not a JSON object). FileNotFoundError when it does not exist."""
+    """One artifact file (a ``.json.gz`` one decompressed), or ValueError naming the file when
+    it is corrupted or truncated (not gzip, not UTF-8, not JSON, not a JSON object).
+    FileNotFoundError when it does not exist."""
     try:
         data = read_json(path)
+    except GzipError as e:
+        raise ValueError(f"{path}: corrupted or truncated: {e}") from e
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: corrupted: not UTF-8 ({e.reason} at byte {e.start})") from e
     except ValueError as e:
@@ -243,12 +272,13 @@ def read_artifact(path: Path) -> dict:
 
 
 def load_run(run_dir: str | os.PathLike) -> Run:
-    """Read a run directory without validating it (use ``validate_run`` for that).
+    """Read a run directory without validating it (use ``validate_run`` for that); case files
+    are read in either stored form (``.json`` or ``.json.gz``).
     Raises FileNotFoundError without run.json and ValueError naming the file for one that is
     corrupted or truncated."""
     run_dir = Path(run_dir)
     run = read_artifact(run_dir / RUN_FILE)
-    cases = [read_artifact(path) for path in sorted((run_dir / CASES_DIR).glob("*.json"))]
+    cases = [read_artifact(path) for path in case_paths(run_dir)]
     rank = {c: i for i, c in enumerate(run.get("expected_cases", []))}
     cases.sort(key=lambda c: (rank.get(c.get("case_id"), len(rank)), str(c.get("case_id"))))
     optional = {}

@@ -11,12 +11,16 @@ from .coverage import coverage_problems
 from .files import (
     CASES_DIR,
     CEILINGS_FILE,
+    GZIP_SUFFIX,
     MANIFEST_FILE,
     MAX_LISTED,
     REPORT_DIR,
     RUN_FILE,
+    GzipError,
     _is_temp,
+    is_case_name,
     list_files,
+    plain_name,
     read_json,
     sha256_file,
 )
@@ -54,6 +58,8 @@ class Validation:
 def _parse(run_dir: Path, rel: str, problems: list[str]):
     try:
         data = read_json(run_dir / rel)
+    except GzipError as e:
+        problems.append(f"{rel}: corrupted or truncated: {e}")
     except UnicodeDecodeError as e:
         problems.append(f"{rel}: corrupted: not UTF-8 ({e.reason} at byte {e.start})")
     except ValueError as e:
@@ -163,11 +169,18 @@ def check_run(run_dir: str | os.PathLike, *, include_report: bool = True) -> Val
         problems.append(f"{CEILINGS_FILE}: missing, but run.json reports measured ceilings")
 
     present: dict[str, str] = {}  # case id -> relpath
-    for rel in on_disk:
-        if not rel.startswith(CASES_DIR + "/"):
-            continue
-        if not rel.endswith(".json") or rel.count("/") != 1:
-            problems.append(f"{rel}: not a case file (cases/ holds <case-file>.json only)")
+    case_rels = [rel for rel in on_disk if rel.startswith(CASES_DIR + "/")]
+    both = {rel for rel in case_rels if rel.endswith(".json") and rel + GZIP_SUFFIX in case_rels}
+    for rel in sorted(both):
+        problems.append(
+            f"{rel} and {rel}{GZIP_SUFFIX}: one case file stored in both forms; keep one "
+            "(the .json.gz that `warpgauge artifacts compact` writes holds the same JSON)"
+        )
+    for rel in case_rels:
+        if not is_case_name(rel) or rel.count("/") != 1:
+            problems.append(
+                f"{rel}: not a case file (cases/ holds <case-file>.json or <case-file>.json.gz only)"
+            )
             continue
         out.case_files += 1
         case = _parse(run_dir, rel, problems)
@@ -184,9 +197,10 @@ def check_run(run_dir: str | os.PathLike, *, include_report: bool = True) -> Val
             except ValueError as e:
                 problems.append(f"{rel}: {e}")
                 continue
-            if rel != f"{CASES_DIR}/{name}":
-                problems.append(f"{rel}: holds case {cid!r}, whose file is {name}")
-            if cid in present:
+            if plain_name(rel) != f"{CASES_DIR}/{name}":
+                problems.append(f"{rel}: holds case {cid!r}, whose file is {name} (or {name}.gz)")
+            pair = plain_name(rel) == plain_name(present.get(cid, "")) and plain_name(rel) in both
+            if cid in present and not pair:  # a pair of forms is reported above
                 problems.append(f"{rel}: case {cid!r} also in {present[cid]}")
         present.setdefault(cid, rel)
 
@@ -222,8 +236,9 @@ def validate_run(run_dir: str | os.PathLike, *, include_report: bool = True) -> 
     Checks, in order: that jsonschema is there to check schemas; leftover temp files; run.json
     (JSON, schema with JSON paths, ``run_problems``); the manifest (schema, run id, each listed
     file present with the recorded size and SHA-256, every file on disk listed); ceilings.json
-    and each case file (JSON, schema, ``ceilings_problems`` / ``case_problems``, file name =
-    ``case_filename(case_id)``); coverage against the cases the recorded config asks for
+    and each case file (``.json``, or ``.json.gz`` decompressed: JSON, schema,
+    ``ceilings_problems`` / ``case_problems``, file name = ``case_filename(case_id)`` plus
+    ``.gz`` for the compacted form; one case in both forms is a problem naming both files); coverage against the cases the recorded config asks for
     (``coverage.coverage_problems``: config.groups x config.lanes, and the packaged suite when
     its hash matches), not against run.json's own list; and the run status (anything but
     "complete" is a problem). A corrupted or truncated file is named with what is wrong with it.

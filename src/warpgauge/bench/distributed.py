@@ -149,7 +149,7 @@ def merge_rank_runs(art, run_dir: Path, ui) -> list[dict]:
             if cid not in expected:
                 continue
             entry["cases"].append(cid)
-            if (run_dir / art.CASES_DIR / art.case_filename(cid)).exists():
+            if art.find_case(run_dir, cid) is not None:  # .json, or .json.gz once compacted
                 continue
             rec = dict(case)
             rec["run_id"] = run["run_id"]

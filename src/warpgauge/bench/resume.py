@@ -27,7 +27,8 @@ def repair_run_dir(art, ui, run_dir: Path) -> None:
         try:
             case = art.read_json(path)
             problems = art.schema_errors("case", case) or art.case_problems(case, run)
-            if not problems and rel != f"{art.CASES_DIR}/{art.case_filename(case['case_id'])}":
+            stored = rel[: -len(".gz")] if rel.endswith(".json.gz") else rel  # compacted form
+            if not problems and stored != f"{art.CASES_DIR}/{art.case_filename(case['case_id'])}":
                 problems = ["file name does not match its case id"]
         except Exception as e:
             problems = [str(e)]
