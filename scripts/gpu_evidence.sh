@@ -364,9 +364,10 @@ case "${1:-}" in
     if [ "${SPEC:-1}" = 1 ]; then
       mkdir -p "$OUT/spec8"
       echo "[$(stamp)] experiment specialization"
+      # the log beside the folder, not in it: the experiment's manifest lists the folder's files
       timeout -k 5 "${SPEC_S:-90}" python3 -m warpgauge experiment specialization --out "$OUT/spec8" \
-        >"$OUT/spec8/log.txt" 2>&1; echo "exit $?" >>"$OUT/spec8/log.txt"
-      tail -n 5 "$OUT/spec8/log.txt"; pack spec8
+        >"$OUT/spec8.log" 2>&1; echo "exit $?" >>"$OUT/spec8.log"
+      tail -n 5 "$OUT/spec8.log"; pack spec8
     fi
     if [ -n "${RESUME:-}" ]; then
       mkdir -p "$OUT/plans" && cp -r "$RESUME" "$OUT/plans/"

@@ -89,6 +89,36 @@ def test_summary_and_markdown(tmp_path, monkeypatch):
     assert text.startswith("intro\n") and text.endswith("outro\n") and "placeholder" not in text
 
 
+def test_the_checkout_rule_is_scored_beside_the_recorded_one(monkeypatch):
+    """summarize(checkout=...) scores a chooser on every cell and on each half; the report
+    shows it. The planted rule as the checkout's: zero regret where the recorded one has some."""
+    a = _cells(seed_rule_key=lambda r, w: "looped_8192" if w > 16384 else "resident")
+    monkeypatch.setattr(regret, "load_cells", lambda d: a)
+    summ = regret.summarize(["run-a"], checkout=lambda c: truth(c.rows, c.width))
+    ck = summ["ops"]["softmax"]["checkout"]
+    assert ck["all"]["mean"] == pytest.approx(0.0) and ck["all"]["n"] == len(a)
+    assert ck["half0"]["n"] + ck["half1"]["n"] == len(a)
+    assert summ["ops"]["softmax"]["current"][0]["mean"] > 0.04
+    md = regret_report.markdown(summ)
+    assert "this checkout's rule" in md and "half 0" in md
+    assert "checkout" not in regret.summarize(["run-a"])["ops"]["softmax"]
+
+
+def test_checkout_choice_uses_the_runs_l2_size():
+    """plans.checkout_choice asks the committed rule with the cell's SM count and the run's L2
+    size: a softmax cell whose input fits a 60 MiB L2 takes the register cooperative plan."""
+    from warpgauge.bench.modes import plans
+
+    def cell(l2):
+        return Cell("softmax", "bfloat16", "192x65536", "cold", 192, 65536, 132, {}, None, None,
+                    l2_bytes=l2)  # fmt: skip
+
+    assert plans.checkout_choice(cell(60 * 2**20)) == "coop_4096_w4"
+    assert plans.checkout_choice(cell(0)) == "looped_8192_p2_ev"
+    assert plans.checkout_choice(Cell("softmax", "bfloat16", "1x1", "cold", 1, 1, 0, {}, None,
+                                      None)) is None  # fmt: skip
+
+
 def test_stability_log_from_two_fake_runs(tmp_path):
     from warpgauge.bench.runner import run_bench
 

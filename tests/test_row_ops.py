@@ -63,7 +63,7 @@ def test_plan_rule():
     # add_rms_norm), resident row_sum (16 warps below SM rows)
     assert RowPlan.for_shape(4, 32769, 132, "softmax") == RowPlan.coop(2048, 4)
     assert RowPlan.for_shape(4, 16385, 132, "rms") == RowPlan.coop(2048, 4)
-    assert RowPlan.for_shape(4, 32769, 132, "row_sum") == RowPlan.resident(32769, num_warps=16)
+    assert RowPlan.for_shape(4, 32769, 132, "row_sum") == RowPlan.resident(32769, num_warps=32)
     assert RowPlan.for_shape(99, 16385, 132, "row_sum") == RowPlan.resident(16385, num_warps=16)
     assert RowPlan.for_shape(4096, 16385, 132, "row_sum").num_warps == 8  # many rows: as before
     assert RowPlan.for_shape(4, 16384, 132, "softmax").kind == "resident"  # not past 16384
@@ -125,6 +125,60 @@ def test_plan_rule():
     ):
         with pytest.raises(ValueError):
             RowPlan(**bad)
+
+
+H200_L2 = 60 * 1024 * 1024  # what the H200 reports (results/20261201-153920-plans provenance)
+
+
+def test_plan_rule_reads_the_l2_size():
+    """Beyond the resident range the softmax and add_rms_norm rules ask whether the rows fit
+    the device's L2 (G8 grid, docs/plans.md); without an L2 size they are the S5 rule."""
+    coop_loop = RowPlan.coop(16384, 8, sub=4096, evict=True)
+    coop = RowPlan.coop(4096, 4)
+
+    def sm(rows, width, op="softmax", elem=2, l2=H200_L2):
+        return RowPlan.for_shape(rows, width, 132, op, l2_bytes=l2, elem_bytes=elem)
+
+    # many softmax rows whose input fits L2: the register cooperative plan
+    assert sm(192, 65536) == coop and sm(192, 65536, l2=0).kind == "looped"
+    assert sm(256, 65537) == coop and sm(256, 65537, l2=0) == coop_loop
+    assert sm(256, 65537, elem=4) == coop_loop  # fp32: 67 MB, past L2
+    # inputs past L2: the looped cooperative plan, also with fewer rows than SMs
+    assert sm(64, 1048576) == coop_loop and sm(64, 1048576, l2=0) == coop
+    assert sm(4096, 131072) == coop_loop and sm(8192, 50257).kind == "looped"
+    assert sm(16, 1048576) == coop  # 33.5 MB: fits
+    # the persistent resident plan at body 32768: one program per SM
+    assert sm(4096, 32000) == RowPlan("resident", 32768, 32, programs_per_sm=1)
+    # add_rms_norm: 0.6-1 rows per SM whose rows fit 3/4 of L2 loop, one program per row
+    looped = RowPlan.looped(16384, 32, programs_per_sm=1, evict=True)
+    assert sm(128, 65536, "rms") == looped and sm(96, 151936, "rms") == looped
+    assert sm(128, 65536, "rms", l2=0) == coop
+    for rows, width in ((64, 65536), (128, 262144), (132 * 2, 65536)):
+        assert sm(rows, width, "rms") == coop
+    # row_sum at body 32768: 32 warps at any row count
+    assert sm(4096, 32000, "row_sum").num_warps == sm(1, 32000, "row_sum").num_warps == 32
+
+
+def test_launchers_pass_the_l2_size_and_element_size(monkeypatch):
+    """The rule the launchers use gets the device's L2 size (the interpreter's pretend GPU:
+    4 SMs, 4 MiB) and the input's element size: 16 x 100000 fits L2 in BF16, not in FP32."""
+    from warpgauge._device import device_info
+    from warpgauge.kernels import _launch
+    from warpgauge.kernels import softmax as softmax_mod
+
+    cpu = torch.device("cpu")
+    info = device_info(cpu)
+    assert info.l2_bytes > 0
+    bf16 = _launch.row_plan(16, 100000, cpu, None, "softmax", 2)
+    fp32 = _launch.row_plan(16, 100000, cpu, None, "softmax", 4)
+    assert bf16 == RowPlan.for_shape(16, 100000, info.sm_count, "softmax", info.l2_bytes, 2)
+    assert bf16.kind == "looped" and fp32 == RowPlan.coop(16384, 8, sub=4096, evict=True)
+    seen = []
+    real = softmax_mod.plan_for
+    monkeypatch.setattr(softmax_mod, "plan_for", lambda *a: seen.append(a) or real(*a))
+    softmax_mod.softmax(torch.randn(3, 50, dtype=torch.float32))
+    softmax_mod.softmax(torch.randn(3, 50, dtype=torch.bfloat16))
+    assert [a[-1] for a in seen] == [4, 2]
 
 
 @pytest.mark.parametrize("rows,width", [(6, 300), (3, 5000), (40, 5000)])

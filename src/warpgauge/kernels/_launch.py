@@ -125,26 +125,33 @@ def direct_empty(shape, strides, dtype, dev, current):
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan_for(rows: int, width: int, sm_count: int, op: str = "") -> RowPlan:
+def _plan_for(
+    rows: int, width: int, sm_count: int, op: str = "", l2_bytes: int = 0, elem_bytes: int = 2
+) -> RowPlan:
     from .plans import RowPlan  # imports triton: not at ``import warpgauge`` time
 
-    return RowPlan.for_shape(rows, width, sm_count, op)
+    return RowPlan.for_shape(rows, width, sm_count, op, l2_bytes, elem_bytes)
 
 
 def row_plan(
-    rows: int, width: int, device: torch.device, plan: RowPlan | None, op: str = ""
-) -> RowPlan:
+    rows: int, width: int, device: torch.device, plan: RowPlan | None, op: str = "",
+    elem_bytes: int = 2,
+) -> RowPlan:  # fmt: skip
     """``plan`` if given, else the documented rule's plan for ``op`` at this shape (cached per
-    shape: a frozen dataclass is immutable, so the same object serves every call)."""
+    shape and element size: a frozen dataclass is immutable, so the same object serves every
+    call). The rule reads the device's SM count and L2 size."""
     if plan is not None:
         return plan
+    info = device_info(device)
     if isinstance(rows, int) and isinstance(width, int):  # SymInts (tracing) are not cached
-        return _plan_for(rows, width, device_info(device).sm_count, op)
+        return _plan_for(rows, width, info.sm_count, op, info.l2_bytes, elem_bytes)
     from .plans import RowPlan
 
     # Under tracing with dynamic shapes the width is a SymInt. Widths are compile-time for the
-    # kernels (constexpr N), so the plan specializes on it (a guard); rows stay symbolic.
-    return RowPlan.for_shape(rows, int(width), device_info(device).sm_count, op)
+    # kernels (constexpr N), so the plan specializes on it (a guard); the row count is hinted
+    # (a plan chosen by the rows' L2 footprint uses the example's row count, as before for the
+    # rows-per-SM thresholds).
+    return RowPlan.for_shape(rows, int(width), info.sm_count, op, info.l2_bytes, elem_bytes)
 
 
 def empty_rows_like(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -113,10 +113,13 @@ def stride8(*strides: int) -> bool:
     return all(s % 8 == 0 for s in strides)
 
 
-def plan_for(rows: int, width: int, device: torch.device, plan: RowPlan | None, op: str):
-    """``plan`` if given, else the rule's plan for ``op`` on ``device`` (its SM count), cached
-    per shape by ``_launch.row_plan`` so a repeated call builds no plan."""
-    return row_plan(rows, width, device, plan, op)
+def plan_for(
+    rows: int, width: int, device: torch.device, plan: RowPlan | None, op: str, elem_bytes: int = 2
+):
+    """``plan`` if given, else the rule's plan for ``op`` on ``device`` (its SM count and L2
+    size) for inputs of ``elem_bytes``-byte elements, cached per shape by ``_launch.row_plan``
+    so a repeated call builds no plan."""
+    return row_plan(rows, width, device, plan, op, elem_bytes)
 
 
 __all__ = [

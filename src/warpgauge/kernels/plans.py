@@ -121,6 +121,30 @@ COOP_LOOP_MIN_WIDTH = 65536
 # split 1.00-1.08x coop.
 COOP_SOFTMAX_FEW_PER_SM = 2
 COOP_SOFTMAX_LOOP = dict(block=16384, num_warps=8, sub=4096, evict=True)
+# The plans grid (results/20261201-153920-plans, 338 cells, docs/plans.md, "G8"): whether a
+# softmax row set beyond the resident range fits the device's L2 (input bytes <= this share of
+# the L2 size, read from the device) decides between the register cooperative plan and the
+# looped one. Inputs that fit L2, rows >= SM: COOP_SOFTMAX (G8 192x50257 21.4 us vs 25.5
+# looped, 192x65536 22.7 vs 28.2, 192x65537 24.6 vs 28.8 for COOP_SOFTMAX_LOOP, 256x65536
+# 28.7 vs 30.1; level at 256-512x50257). Inputs larger than L2, any row count, widths past
+# COOP_LOOP_MIN_WIDTH: COOP_SOFTMAX_LOOP (G8 32-128 x 1048576 1.07-1.19x faster than coop
+# 4096, 128x262144 1.04x). Without a known L2 size the rule is S5's (rows >= SM).
+COOP_SOFTMAX_L2_SHARE = 1.0
+# G8 add_rms_norm: with 0.6-1 rows per SM (96 and 128 rows on 132 SMs) whose rows in flight fit
+# RMS_LOOPED_L2_SHARE of L2, one looped program per row (16384/32, 1 per SM, evict hints: the
+# second read hits L2) beats the cooperative chunks: 96x65536 18.3 us vs 20.7, 128x65536 21.7
+# vs 25.0, 128x50257 21.7 vs 23.7, 128x65537 25.9 vs 28.2, 128x128256 39.8 vs 43.0; level at
+# 96x151936; from 64 rows and at 96-128 x 262144 (rows of 512 KB: 50-67 MB in flight) the
+# cooperative plan wins (coop 4096 0-11% ahead).
+RMS_LOOPED_ROWS_PER_SM = 0.6
+RMS_LOOPED_L2_SHARE = 0.75
+# G8 row_sum at 32000 (body 32768): 32 warps beat 16 at every row count (1x32000 4.9 us vs 5.3,
+# 16x 5.2 vs 5.8, 512x 15.4 vs 15.9, 4096x 70.0 vs 70.7).
+ROW_SUM_32K_WARPS = 32
+# G8 softmax, persistent resident body 32768 (SOFTMAX_PREFETCH_MIN_WIDTH): one program per SM
+# beats two at 192-1024 rows (256x32000 14.1 us vs 16.2, 512x32769 25.6 vs 29.2, 1024x32769
+# 43.0 vs 45.2) and ties at 4096x32000 (138.5 vs 138.6).
+SOFTMAX_PREFETCH_PER_SM = 1
 # Unaligned widths (aligned-body path) want fewer warps at the 8192 and 16384 bodies. W2:
 # softmax 8193x8191 4.00 TB/s at 4 warps vs 3.87-3.90 at 8 (R2: aligned 8192-wide bodies keep 8:
 # 5120/7168/8192 at 3.94-3.99 vs 3.88-3.93 at 4); RMSNorm 4096x8191 3.85-3.86 at 8 warps vs
@@ -330,7 +354,10 @@ class RowPlan:
         return RowPlan("split", block, num_warps or _warps(block), split)
 
     @classmethod
-    def for_shape(cls, rows: int, width: int, sm_count: int, op: str = "") -> RowPlan:
+    def for_shape(
+        cls, rows: int, width: int, sm_count: int, op: str = "", l2_bytes: int = 0,
+        elem_bytes: int = 2,
+    ) -> RowPlan:  # fmt: skip
         """The rule. ``op`` is one of ``softmax``, ``softmax_bwd``, ``rms``, ``rms_bwd``,
         ``row_sum`` (``""``: the generic rule: resident, split or looped as the forward RMSNorm
         rule had it before the cooperative plans; the launchers always pass their op).
@@ -347,18 +374,24 @@ class RowPlan:
           per SM;
         - otherwise split when there are fewer rows than ``SPLIT_ROWS_PER_SM * sm_count``;
         - otherwise looped on a persistent grid (softmax; the backwards).
+
+        ``l2_bytes`` (the device's L2 size; 0: unknown) and ``elem_bytes`` (the input's element
+        size) refine softmax and add_rms_norm beyond the resident range by whether the rows
+        fit L2 (``COOP_SOFTMAX_L2_SHARE``, ``RMS_LOOPED_L2_SHARE``).
         """
         body = body_block(width)
         few = rows < SPLIT_ROWS_PER_SM * sm_count
         resident_max = RMS_BWD_RESIDENT_MAX if op == "rms_bwd" else RESIDENT_MAX
         wide_few = width > SPLIT_MIN_WIDTH and rows < RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count
+        if op == "row_sum" and body == 32768:
+            return cls.resident(width, num_warps=ROW_SUM_32K_WARPS)
         if op == "row_sum" and few and width > SPLIT_MIN_WIDTH and body <= RESIDENT_MAX:
             return cls.resident(width, num_warps=ROW_SUM_FEW_WARPS)
         if body <= RESIDENT_MAX and wide_few and op in ("softmax", "rms"):
             return cls.coop(*COOP_FEW_NARROW)
         if body <= resident_max and not wide_few:
             if op == "softmax" and body == 32768 and width > SOFTMAX_PREFETCH_MIN_WIDTH:
-                return RowPlan("resident", body, 32, programs_per_sm=2)
+                return RowPlan("resident", body, 32, programs_per_sm=SOFTMAX_PREFETCH_PER_SM)
             unaligned = width % 8 != 0  # contiguous rows take the aligned-body path (_rows.py)
             if op == "softmax" and unaligned and body == 8192:
                 return cls.resident(width, num_warps=UNALIGNED_WARPS["softmax"])
@@ -376,6 +409,14 @@ class RowPlan:
         def coop_fits(block: int) -> bool:
             return triton.cdiv(width, block) <= COOP_MAX_CHUNKS_PER_SM * sm_count
 
+        in_bytes = rows * width * elem_bytes
+        if (
+            op == "rms"
+            and l2_bytes > 0
+            and RMS_LOOPED_ROWS_PER_SM * sm_count <= rows <= sm_count
+            and in_bytes <= RMS_LOOPED_L2_SHARE * l2_bytes
+        ):
+            return cls.looped(16384, 32, programs_per_sm=1, evict=True)
         if op == "rms" and coop_fits(COOP_RMS[0]):  # beyond resident, any row count
             return cls.coop(*COOP_RMS)
         if (
@@ -384,8 +425,12 @@ class RowPlan:
             and coop_fits(COOP_ROW_SUM[0])
         ):
             return cls.coop(*COOP_ROW_SUM)
-        if op == "softmax" and not few and width > COOP_LOOP_MIN_WIDTH and coop_fits(16384):
+        in_l2 = l2_bytes > 0 and in_bytes <= COOP_SOFTMAX_L2_SHARE * l2_bytes
+        big = not in_l2 if l2_bytes > 0 else not few  # without an L2 size: S5's rule
+        if op == "softmax" and big and width > COOP_LOOP_MIN_WIDTH and coop_fits(16384):
             return cls.coop(**COOP_SOFTMAX_LOOP)
+        if op == "softmax" and not few and in_l2 and coop_fits(COOP_SOFTMAX[0]):
+            return cls.coop(*COOP_SOFTMAX)
         if (
             op == "softmax"
             and few
@@ -404,12 +449,15 @@ class RowPlan:
         return cls.looped()
 
     @classmethod
-    def candidates(cls, rows: int, width: int, sm_count: int, op: str = "") -> list[RowPlan]:
+    def candidates(
+        cls, rows: int, width: int, sm_count: int, op: str = "", l2_bytes: int = 0,
+        elem_bytes: int = 2,
+    ) -> list[RowPlan]:  # fmt: skip
         """Every plan worth forcing for a (rows, width) cell, the rule's choice (for ``op``)
         first; each is launchable through the launchers' ``plan=`` argument. Fields that only
         one op reads (``programs_per_sm`` and ``prefetch`` of a resident plan: add_rms_norm's
         backward; ``lane_stats``: softmax) are varied only for that op."""
-        out: list[RowPlan] = [cls.for_shape(rows, width, sm_count, op)]
+        out: list[RowPlan] = [cls.for_shape(rows, width, sm_count, op, l2_bytes, elem_bytes)]
         body = body_block(width)
         if body <= MAX_RESIDENT_ELEMS:
             for w in (2, 4, 8, 16, 32):

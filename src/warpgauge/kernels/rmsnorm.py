@@ -442,7 +442,7 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
     rows, n = x2.shape
     if rows == 0:
         return y, h
-    p = plan_for(rows, n, x.device, plan, "rms")
+    p = plan_for(rows, n, x.device, plan, "rms", x.element_size())
     align = p.align and align_for(n, xs, rs, n)
     s8 = stride8(xs, rs)
     if p.kind == "resident" and p.programs_per_sm and p.rows == 1 and not align:

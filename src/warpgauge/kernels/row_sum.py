@@ -187,7 +187,7 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
     rows, n = x2.shape
     if rows == 0:
         return y
-    p = plan_for(rows, n, x.device, plan, "row_sum")
+    p = plan_for(rows, n, x.device, plan, "row_sum", x.element_size())
     align = p.align and align_for(n, stride)
     s8 = stride8(stride)
     if p.kind == "resident":

@@ -429,7 +429,7 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
     rows, n = x2.shape
     if rows == 0:
         return y
-    p = plan_for(rows, n, x.device, plan, "softmax")
+    p = plan_for(rows, n, x.device, plan, "softmax", x.element_size())
     align = p.align and align_for(n, stride, n)
     s8 = stride8(stride)
     if p.kind == "resident" and p.programs_per_sm and p.rows == 1:

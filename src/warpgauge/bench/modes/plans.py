@@ -70,15 +70,16 @@ def fallback_candidates(rows: int, width: int, sm_count: int) -> list:
     return out
 
 
-def _with_op(fn, op: str, *args):
-    """Call a RowPlan method with the op code when it takes one (kernels that have per-op rules)."""
+def _with_op(fn, op: str, *args, **geometry):
+    """Call a RowPlan method with the op code (and the device's L2 size and the element size,
+    ``geometry``) when it takes them (kernels that have per-op rules)."""
     try:
-        return fn(*args, PLAN_OPS.get(op, ""))
+        return fn(*args, PLAN_OPS.get(op, ""), **geometry)
     except TypeError:
         return fn(*args)
 
 
-def candidates(rows: int, width: int, sm_count: int, op: str = "") -> dict:
+def candidates(rows: int, width: int, sm_count: int, op: str = "", **geometry) -> dict:
     """{plan key: plan} of every plan worth forcing for one cell of ``op``: the kernels' own
     ``RowPlan.candidates`` when they have it, else ``fallback_candidates``. Plans that share a
     key (split plans differing only in their split count) get ``_x2``, ``_x3`` ... in order."""
@@ -86,7 +87,7 @@ def candidates(rows: int, width: int, sm_count: int, op: str = "") -> dict:
 
     fn = getattr(RowPlan, "candidates", None)
     if fn is not None:
-        plans = _with_op(fn, op, rows, width, sm_count)
+        plans = _with_op(fn, op, rows, width, sm_count, **geometry)
     else:
         plans = fallback_candidates(rows, width, sm_count)
     out: dict = {}
@@ -102,19 +103,34 @@ def candidates(rows: int, width: int, sm_count: int, op: str = "") -> dict:
     return out
 
 
-def rule_plan(rows: int, width: int, sm_count: int, op: str = ""):
+def rule_plan(rows: int, width: int, sm_count: int, op: str = "", **geometry):
+    """The plan ``RowPlan.for_shape`` picks; ``geometry``: ``l2_bytes`` (the device's L2 size)
+    and ``elem_bytes`` (the input's element size), as the launchers pass them."""
     from warpgauge.kernels.plans import RowPlan
 
-    return _with_op(RowPlan.for_shape, op, rows, width, sm_count)
+    return _with_op(RowPlan.for_shape, op, rows, width, sm_count, **geometry)
 
 
-def rule_key(rows: int, width: int, sm_count: int, op: str = "") -> str:
+def rule_key(rows: int, width: int, sm_count: int, op: str = "", **geometry) -> str:
     """The key of the rule's plan, as it is named among the cell's candidates."""
-    plan = rule_plan(rows, width, sm_count, op)
-    for key, p in candidates(rows, width, sm_count, op).items():
+    plan = rule_plan(rows, width, sm_count, op, **geometry)
+    for key, p in candidates(rows, width, sm_count, op, **geometry).items():
         if p == plan:
             return key
     return plan_key(plan)
+
+
+def checkout_choice(cell) -> str | None:
+    """The key of the plan this checkout's rule picks for a grid cell (``regret.Cell``), with
+    the SM count and L2 size of the run's device: how the rule as committed now scores on a
+    grid measured earlier."""
+    if not cell.sm_count:
+        return None
+    try:
+        return rule_key(cell.rows, cell.width, cell.sm_count, cell.op, l2_bytes=cell.l2_bytes,
+                        elem_bytes=cell.elem_bytes)  # fmt: skip
+    except ImportError:  # no triton here
+        return None
 
 
 def _cell(ctx) -> tuple[int, int]:
@@ -127,16 +143,27 @@ def _sm_count(ctx) -> int:
     return device_info(ctx.device).sm_count
 
 
+def _geometry(ctx) -> dict:
+    """What the launchers' rule reads besides the SM count: the device's L2 size and the
+    input's element size."""
+    import torch
+
+    from warpgauge._device import device_info
+
+    elem = torch.empty((), dtype=ctx.dtype).element_size()
+    return {"l2_bytes": device_info(ctx.device).l2_bytes, "elem_bytes": elem}
+
+
 def plan_provider(op: Operator, key: str) -> Provider:
     def available(ctx, _key=key):
         rows, width = _cell(ctx)
-        if _key not in candidates(rows, width, _sm_count(ctx), op.name):
+        if _key not in candidates(rows, width, _sm_count(ctx), op.name, **_geometry(ctx)):
             return f"plan {_key} is not a candidate for {rows}x{width}"
         return None
 
     def build(inputs, ctx, _key=key):
         rows, width = _cell(ctx)
-        plan = candidates(rows, width, _sm_count(ctx), op.name)[_key]
+        plan = candidates(rows, width, _sm_count(ctx), op.name, **_geometry(ctx))[_key]
         return Built(op.plan_call(inputs, ctx, plan), notes={"plan": _key, "plan_repr": repr(plan)})
 
     return Provider(key, f"{op.name} plan {key}", "warpgauge", build, available=available,
@@ -150,8 +177,9 @@ def plans_spec(op: Operator, keys: list[str], compile_modes) -> OpSpec:
     def rule_build(inputs, ctx):
         built = wg.build(inputs, ctx)
         rows, width = _cell(ctx)
-        built.notes["plan"] = rule_key(rows, width, _sm_count(ctx), op.name)
-        built.notes["plan_repr"] = repr(rule_plan(rows, width, _sm_count(ctx), op.name))
+        geometry = _geometry(ctx)
+        built.notes["plan"] = rule_key(rows, width, _sm_count(ctx), op.name, **geometry)
+        built.notes["plan_repr"] = repr(rule_plan(rows, width, _sm_count(ctx), op.name, **geometry))
         built.notes["sm_count"] = _sm_count(ctx)
         return built
 

@@ -38,6 +38,11 @@ class Cell:
     times: dict  # plan key -> median us
     rule_key: str | None
     rule_us: float | None
+    l2_bytes: int = 0  # the run's device (provenance), for scoring the checkout's rule
+
+    @property
+    def elem_bytes(self) -> int:
+        return {"float32": 4, "float64": 8}.get(self.dtype, 2)
 
     @property
     def best(self) -> float:
@@ -118,6 +123,8 @@ def load_cells(run_dir) -> list[Cell]:
     from warpgauge import artifacts
 
     run = artifacts.load_run(run_dir)
+    gpu = ((run.run or {}).get("provenance") or {}).get("gpu") or {}
+    l2 = int(gpu.get("l2_bytes") or 0)
     cells = []
     for case in run.cases:
         if not isinstance(case, dict):
@@ -138,6 +145,7 @@ def load_cells(run_dir) -> list[Cell]:
             rows=int(case["shape"]["rows"]), width=int(case["shape"]["width"]),
             sm_count=int(extra.get("sm_count") or 0), times=times,
             rule_key=extra.get("plan"), rule_us=rule["device_time"]["median_us"] if ok_rule else None,
+            l2_bytes=l2,
         ))  # fmt: skip
     return cells
 
@@ -200,7 +208,10 @@ def noise(a: list[Cell], b: list[Cell]) -> dict:
     return {"n": len(s), "median": statistics.median(s), "p90": s[int(round(0.9 * (len(s) - 1)))]}
 
 
-def summarize(run_dirs) -> dict:
+def summarize(run_dirs, checkout=None) -> dict:
+    """The regret tables of one or two runs. ``checkout``: a chooser (cell -> plan key) for the
+    rule as it is in this checkout (``plans.checkout_choice``), scored on every cell and on each
+    half, beside the rule the run recorded."""
     runs = [load_cells(d) for d in run_dirs]
     cells = runs[0]
     ops = sorted({c.op for c in cells})
@@ -246,6 +257,12 @@ def summarize(run_dirs) -> dict:
                 )[:15]
             ],  # fmt: skip
         }
+        if checkout is not None:
+            entry["checkout"] = {
+                "all": score(cs, checkout),
+                "half0": score(fit_half, checkout),
+                "half1": score(held, checkout),
+            }
         out["ops"][name] = entry
     if len(runs) > 1:
         out["noise"] = noise(runs[0], runs[1])

@@ -39,6 +39,11 @@ def markdown(summary: dict) -> str:
         c0 = cur[0]
         lines.append(f"| current (RowPlan.for_shape) | {name} | {c0['n']} | {means} | "
                      f"{_pct(c0['p90'])} | {c0['over_10pct']} | {c0['missing']} |")  # fmt: skip
+        ck = e.get("checkout")
+        if ck:
+            a = ck["all"]
+            lines.append(f"| this checkout's rule | {name} | {a['n']} | {_pct(a['mean'])} | "
+                         f"{_pct(a['p90'])} | {a['over_10pct']} | {a['missing']} |")  # fmt: skip
         b = e["best_in_sample"]["score"]
         lines.append(f"| region table fitted on all cells (in sample) | {name} | {b['n']} | "
                      f"{_pct(b['mean'])} | {_pct(b['p90'])} | {b['over_10pct']} | {b['missing']} |")  # fmt: skip
@@ -56,6 +61,16 @@ def markdown(summary: dict) -> str:
         lines.append(f"| {name} | {f['describe']} | {f['fit_cells']} | {f['held_out_cells']} | "
                      f"{_pct(h['mean'])} | {_pct(h['p90'])} | {h['over_10pct']} | "
                      f"{_pct(ch['mean'])} / {_pct(ch['p90'])} |")  # fmt: skip
+    if any(e.get("checkout") for e in ops.values()):
+        lines += ["", "This checkout's rule (`RowPlan.for_shape` as committed now, with the run's "
+                  "SM count and L2 size) on each half of the cells (the halves of the fit above):",
+                  "", "| operator | half 0: mean / p90 / over 10% | half 1: mean / p90 / over 10% |",
+                  "|---|---|---|"]  # fmt: skip
+        for name, e in ops.items():
+            h0, h1 = e["checkout"]["half0"], e["checkout"]["half1"]
+            lines.append(f"| {name} | {_pct(h0['mean'])} / {_pct(h0['p90'])} / "
+                         f"{h0['over_10pct']} | {_pct(h1['mean'])} / {_pct(h1['p90'])} / "
+                         f"{h1['over_10pct']} |")  # fmt: skip
     if "noise" in summary:
         n = summary["noise"]
         lines += ["", "## Noise", "",
@@ -101,6 +116,15 @@ def write_into(path: Path, body: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
+def _checkout_choice():
+    """The chooser for this checkout's rule, or None where the kernels cannot be imported."""
+    try:
+        from .plans import checkout_choice
+    except ImportError:
+        return None
+    return checkout_choice
+
+
 def report_cli(runs, write=None, json_out=None) -> int:
     import sys
 
@@ -110,7 +134,7 @@ def report_cli(runs, write=None, json_out=None) -> int:
         print("warpgauge plans-report: give one or two plans-mode run directories", file=sys.stderr)
         return 2
     try:
-        summary = regret.summarize(runs)
+        summary = regret.summarize(runs, checkout=_checkout_choice())
     except (OSError, ValueError, KeyError) as e:
         print(f"warpgauge plans-report: cannot read the runs: {e}", file=sys.stderr)
         return 1
