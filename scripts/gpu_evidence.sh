@@ -376,6 +376,28 @@ case "${1:-}" in
       bench_part plans "${PLANS_S:-480}" --mode plans --max-minutes "${PLANS_MIN:-6.8}"
     fi
     ;;
+  final8)  # carries .whl and .peers/c (after the four stash calls): the row operators of the
+    # default suite (QuACK and Liger), host mode, the quick training steps (softmax,
+    # add_rms_norm, gemm), each alone on the GPU; then the GPU test lanes side by side. The last
+    # cu13 part may travel with this call (.peers/x4 beside .peers/c when the tree leaves room)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_peers
+    bench_part rows "${ROWS_S:-300}" --ops softmax,add_rms_norm,row_sum --max-minutes "${ROWS_MIN:-4.0}" \
+      --skip "${DEFAULT_SKIP:-compile_max_autotune}" --lanes cold
+    [ "${HOST:-1}" = 1 ] && bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    [ "${FWDBWD:-1}" = 1 ] && bench_part fwd-bwd 130 --mode fwd_bwd --quick \
+      --ops "${FWDBWD_OPS:-softmax,add_rms_norm,gemm}" --max-minutes 1.5
+    d="$OUT/gputests8"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
+    lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-110}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+    echo "[$(stamp)] gpu tests (session 8 lanes)"
+    lane rows $P tests/gpu/test_rows_gpu.py
+    lane host_path $P tests/gpu/test_host_path_gpu.py
+    lane training $P tests/gpu/test_training_gpu.py tests/gpu/test_determinism_gpu.py
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests8
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
