@@ -8,8 +8,9 @@ a tensor and an ``Int4Weight``), so once a signature of it is recorded, ``build`
 ``hit(args)`` for that pattern (as ``_replay`` generates each recipe's replay and Triton its
 binder). It returns the recipe's result, ``REFUSED`` (the recipe refused: the caller runs the
 launcher), ``NEEDS_GRAD`` (grad mode on, a tensor requires grad, none is meta, every tensor is
-plain: ``_signature`` would say the same, and autograd must record the call) or ``MISS``, which
-sends the call down the general path unchanged.
+plain: ``_signature`` would say the same, and autograd must record the call), ``[result]`` (the
+same, and one of its guards matched: the call replayed for the autograd Function to return, see
+``_grad_section``) or ``MISS``, which sends the call down the general path unchanged.
 
 A ``hit`` is conservative: it returns a result only where the general path would replay the
 same recipe. It misses on another number or kind of arguments, a tensor subclass, a meta or
@@ -53,9 +54,10 @@ def _pattern(args):
 
 def _source(kinds):
     """The body shared by ``hit`` and ``probe``: checks (``return MISS``), then ``key`` and
-    ``tensors`` as ``_replay._signature`` builds them; the names of the tensors' variables
-    (``d_<name>`` holds each one's data pointer); and the guarded fast section that ``hit``
-    runs between the two (``_guarded``)."""
+    ``tensors`` as ``_replay._signature`` builds them; the index (``split``) where the grad
+    routing (``_grad_section``) and, in ``hit``, the guarded fast section (``_guarded``) go; the
+    names of the tensors' variables (``d_<name>`` holds each one's data pointer), of the plain
+    tensor arguments, and the scalar expressions a guard compares."""
     n = len(kinds)
     names = [f"a{i}" for i in range(n)]
     src = [f"    if len(args) != {n}:", "        return MISS"]
@@ -89,15 +91,9 @@ def _source(kinds):
                 f"(Q, {_TENSOR.format(v=f'p{i}')}, {_TENSOR.format(v=f'q{i}')}, {a}.group_size)"
             )
             scalars.append(f"{a}.group_size")
-    if plain:  # as _signature: grad-tracking tensors route to autograd, meta ones to the op
-        src += [
-            "    if grad_enabled():",
-            f"        if {' or '.join(f'{a}.requires_grad' for a in plain)}:",
-            f"            if {' or '.join(f'{a}.is_meta' for a in plain)}:",
-            "                return MISS",
-            "            return NEEDS_GRAD",
-        ]
-    split = len(src)  # the guarded section goes here: types and routing checked, nothing read
+    # the grad section (``_grad_section``), then the hit's guarded section go here: types
+    # checked, nothing read
+    split = len(src)
     for i, k in enumerate(kinds):
         if k == "Q":
             src += [
@@ -112,20 +108,34 @@ def _source(kinds):
     src += [f"    d_{t} = {t}.data_ptr()" for t in tensors]
     src.append(f"    key = ({', '.join(parts)},)")
     src.append(f"    tensors = ({', '.join(tensors)}{',' if len(tensors) == 1 else ''})")
-    return src, tensors, split, _guarded(tensors, scalars)
+    return src, tensors, split, plain, scalars
 
 
-def _guarded(tensors, scalars):
+def _guarded(tensors, scalars, grad=False):
     """The hit's fast section: for each of the launcher's last used recipes (``ENTRIES``, see
     ``_learn``), one C call checks every tensor's exact type, dispatch keys (device type, meta),
     dtype, device index, sizes, strides and requires_grad against those the recipe was
     recorded for (Dynamo's ``TensorGuards``: 0.33 us for three tensors on the CPU machine,
     against 1.5 us to build and look up their key); the scalars and the pointers' 16-byte
-    alignment are compared here. Whatever it does not match goes on to the key lookup."""
+    alignment are compared here. Whatever it does not match goes on to the key lookup.
+
+    ``grad``: the variant for a call that autograd must record (``_grad_section``): a replay
+    returns its result in a one-element list (``REPLAYED``: the public function hands it to its
+    autograd Function, whose forward returns it), and a refusal returns NEEDS_GRAD (the
+    Function's forward then meets the same refusal and runs the launcher)."""
     tup = f"({', '.join(tensors)}{',' if len(tensors) == 1 else ''})"
     sc = f"({', '.join(scalars)}{',' if len(scalars) == 1 else ''})"
     al = f"({', '.join(f'd_{t} & 15' for t in tensors)}{',' if len(tensors) == 1 else ''})"
     ptrs = "".join(f", d_{t}" for t in tensors)
+    if grad:
+        refused = ["                        return NEEDS_GRAD"]
+        result = "[out]"
+    else:
+        refused = [
+            "                        STATS['refused'] += 1",
+            "                        return REFUSED",
+        ]
+        result = "out"
     return (
         [
             "    if LA._RECORDING is None and RP.ENABLED and LA.FAST:",
@@ -136,14 +146,35 @@ def _guarded(tensors, scalars):
             f"                if {al} == al:",
             f"                    out = recipe.fast({tup}{ptrs})",
             "                    if out is REFUSED:",
-            "                        STATS['refused'] += 1",
-            "                        return REFUSED",
+            *refused,
             "                    STATS['replays'] += 1",
-            "                    return out",
+            f"                    return {result}",
         ],
         sc,
         al,
     )
+
+
+def _grad_section(plain, tensors, scalars, replay):
+    """As ``_signature``: with grad mode on, a call where a plain tensor requires grad (and none
+    is meta: those go to the registered op) is recorded by autograd. ``replay``: the hit's
+    variant, which first tries the guarded section on it (grad mode does not change what a
+    replay computes, and the guards compare requires_grad: they are those that the Function's
+    forward learned on its grad-off replays of the same tensors), so the forward need not
+    look the recipe up again; anything the guards do not match returns NEEDS_GRAD, as the
+    probe does (no key lookup here: a dead functorch wrapper, which the guards reject, has no
+    data pointer to read; ``fast_apply`` unwraps it)."""
+    if not plain:
+        return []
+    body = _guarded(tensors, scalars, grad=True)[0] if replay else []
+    return [
+        "    if grad_enabled():",
+        f"        if {' or '.join(f'{a}.requires_grad' for a in plain)}:",
+        f"            if {' or '.join(f'{a}.is_meta' for a in plain)}:",
+        "                return MISS",
+        *["        " + line for line in body],
+        "            return NEEDS_GRAD",
+    ]
 
 
 MAX_ENTRIES = 4  # recipes a hit checks by guard before the key lookup (most recent first)
@@ -209,7 +240,8 @@ def build(launcher, args, sig, tensors):
     kinds = _pattern(args)
     if kinds is None or not kinds:
         return None
-    body, tensor_names, split, (guarded, sc, al) = _source(kinds)
+    body, tensor_names, split, plain, scalars = _source(kinds)
+    guarded, sc, al = _guarded(tensor_names, scalars)
     ns = {
         "MISS": MISS,
         "NEEDS_GRAD": _replay.NEEDS_GRAD,
@@ -229,8 +261,11 @@ def build(launcher, args, sig, tensors):
         "STATE": [0],
         "LEARN": _learn,
     }
-    probe = ["def probe(args):", *body, "    return key, tensors"]
-    hit = ["def hit(args):", *body[:split], *guarded, *body[split:]]
+    head, tail = body[:split], body[split:]
+    probe = ["def probe(args):", *head, *_grad_section(plain, tensor_names, scalars, False)]
+    probe += [*tail, "    return key, tensors"]
+    hit = ["def hit(args):", *head, *_grad_section(plain, tensor_names, scalars, True)]
+    hit += [*guarded, *tail]
     hit += [
         "    if LA._RECORDING is not None or not (RP.ENABLED and LA.FAST):",
         "        return MISS",
