@@ -163,7 +163,7 @@ def _grad_cases():
 
 
 @pytest.mark.parametrize(
-    "name", ["softmax", "add", "row_sum", "add_rms_norm", "gemm", "int4_linear"]
+    "name", ["softmax", "add", "row_sum", "add_rms_norm", "int4_linear", "gemm"]
 )
 def test_replayed_autograd_calls_match_the_registered_op_bitwise(name, monkeypatch):
     """Repeated gradient-tracking calls: from the fourth on (a GEMM that tunes, the sixth) the
