@@ -10,7 +10,7 @@ binder). It returns the recipe's result, ``REFUSED`` (the recipe refused: the ca
 launcher), ``NEEDS_GRAD`` (grad mode on, a tensor requires grad, none is meta, every tensor is
 plain: ``_signature`` would say the same, and autograd must record the call), ``[result]`` (the
 same, and one of its guards matched: the call replayed for the autograd Function to return, see
-``_grad_section``) or ``MISS``, which sends the call down the general path unchanged.
+``_guarded``) or ``MISS``, which sends the call down the general path unchanged.
 
 A ``hit`` is conservative: it returns a result only where the general path would replay the
 same recipe. It misses on another number or kind of arguments, a tensor subclass, a meta or
@@ -54,8 +54,8 @@ def _pattern(args):
 
 def _source(kinds):
     """The body shared by ``hit`` and ``probe``: checks (``return MISS``), then ``key`` and
-    ``tensors`` as ``_replay._signature`` builds them; the index (``split``) where the grad
-    routing (``_grad_section``) and, in ``hit``, the guarded fast section (``_guarded``) go; the
+    ``tensors`` as ``_replay._signature`` builds them; the index (``split``) where, in ``hit``,
+    the guarded fast section (``_guarded``), and the grad routing (``_grad_section``) go; the
     names of the tensors' variables (``d_<name>`` holds each one's data pointer), of the plain
     tensor arguments, and the scalar expressions a guard compares."""
     n = len(kinds)
@@ -91,8 +91,8 @@ def _source(kinds):
                 f"(Q, {_TENSOR.format(v=f'p{i}')}, {_TENSOR.format(v=f'q{i}')}, {a}.group_size)"
             )
             scalars.append(f"{a}.group_size")
-    # the grad section (``_grad_section``), then the hit's guarded section go here: types
-    # checked, nothing read
+    # the hit's guarded section (``_guarded``) and the grad routing (``_grad_section``) go
+    # here: types checked, nothing read
     split = len(src)
     for i, k in enumerate(kinds):
         if k == "Q":
@@ -111,68 +111,63 @@ def _source(kinds):
     return src, tensors, split, plain, scalars
 
 
-def _guarded(tensors, scalars, grad=False):
+def _guarded(tensors, scalars):
     """The hit's fast section: for each of the launcher's last used recipes (``ENTRIES``, see
     ``_learn``), one C call checks every tensor's exact type, dispatch keys (device type, meta),
     dtype, device index, sizes, strides and requires_grad against those the recipe was
     recorded for (Dynamo's ``TensorGuards``: 0.33 us for three tensors on the CPU machine,
     against 1.5 us to build and look up their key); the scalars and the pointers' 16-byte
-    alignment are compared here. Whatever it does not match goes on to the key lookup.
+    alignment are compared here. Whatever it does not match goes on to the grad routing and the
+    key lookup.
 
-    ``grad``: the variant for a call that autograd must record (``_grad_section``): a replay
-    returns its result in a one-element list (``REPLAYED``: the public function hands it to its
-    autograd Function, whose forward returns it), and a refusal returns NEEDS_GRAD (the
-    Function's forward then meets the same refusal and runs the launcher)."""
+    It comes before the grad routing: a guard fixes every tensor's requires_grad (``rg``: one
+    of the plain tensors requires grad), so grad mode is read only for such a call. When
+    autograd must record the call (``rg`` and grad mode on), the replay's result is returned in
+    a one-element list (the public function hands it to its autograd Function, whose forward
+    returns it: grad mode does not change what a replay computes; the guards for such tensors
+    are those that the Function forward's own grad-off replays learned), and a refusal returns
+    NEEDS_GRAD (the Function's forward then meets the same refusal and runs the launcher)."""
     tup = f"({', '.join(tensors)}{',' if len(tensors) == 1 else ''})"
     sc = f"({', '.join(scalars)}{',' if len(scalars) == 1 else ''})"
     al = f"({', '.join(f'd_{t} & 15' for t in tensors)}{',' if len(tensors) == 1 else ''})"
     ptrs = "".join(f", d_{t}" for t in tensors)
-    if grad:
-        refused = ["                        return NEEDS_GRAD"]
-        result = "[out]"
-    else:
-        refused = [
-            "                        STATS['refused'] += 1",
-            "                        return REFUSED",
-        ]
-        result = "out"
     return (
         [
             "    if LA._RECORDING is None and RP.ENABLED and LA.FAST:",
-            "        for check, sc, al, recipe, cuda in ENTRIES:",
+            "        for check, sc, al, recipe, cuda, rg in ENTRIES:",
             f"            if check({', '.join(tensors)}) and {sc} == sc"
             " and (cuda or RP.ANY_DEVICE):",
             *[f"                d_{t} = {t}.data_ptr()" for t in tensors],
             f"                if {al} == al:",
             f"                    out = recipe.fast({tup}{ptrs})",
+            "                    if rg and grad_enabled():  # autograd records the call",
+            "                        if out is REFUSED:",
+            "                            return NEEDS_GRAD",
+            "                        STATS['replays'] += 1",
+            "                        return [out]",
             "                    if out is REFUSED:",
-            *refused,
+            "                        STATS['refused'] += 1",
+            "                        return REFUSED",
             "                    STATS['replays'] += 1",
-            f"                    return {result}",
+            "                    return out",
         ],
         sc,
         al,
     )
 
 
-def _grad_section(plain, tensors, scalars, replay):
+def _grad_section(plain):
     """As ``_signature``: with grad mode on, a call where a plain tensor requires grad (and none
-    is meta: those go to the registered op) is recorded by autograd. ``replay``: the hit's
-    variant, which first tries the guarded section on it (grad mode does not change what a
-    replay computes, and the guards compare requires_grad: they are those that the Function's
-    forward learned on its grad-off replays of the same tensors), so the forward need not
-    look the recipe up again; anything the guards do not match returns NEEDS_GRAD, as the
-    probe does (no key lookup here: a dead functorch wrapper, which the guards reject, has no
-    data pointer to read; ``fast_apply`` unwraps it)."""
+    is meta: those go to the registered op) is recorded by autograd: NEEDS_GRAD (in ``hit``,
+    after its guards: no key lookup for such a call, since a dead functorch wrapper, which the
+    guards reject, has no data pointer to read; ``fast_apply`` unwraps it)."""
     if not plain:
         return []
-    body = _guarded(tensors, scalars, grad=True)[0] if replay else []
     return [
         "    if grad_enabled():",
         f"        if {' or '.join(f'{a}.requires_grad' for a in plain)}:",
         f"            if {' or '.join(f'{a}.is_meta' for a in plain)}:",
         "                return MISS",
-        *["        " + line for line in body],
         "            return NEEDS_GRAD",
     ]
 
@@ -199,7 +194,7 @@ def _guard_type():
     return cls
 
 
-def _learn(entries, guards, state, key, tensors, sc, al, recipe):
+def _learn(entries, guards, state, key, tensors, sc, al, recipe, rg):
     """After a key lookup found ``recipe``: put a guard that passes on this call's tensors
     first in ``entries``. A key can have several (the key does not hold what else a guard
     compares: requires_grad, a Parameter's type, inference mode's dispatch keys), built once
@@ -225,7 +220,7 @@ def _learn(entries, guards, state, key, tensors, sc, al, recipe):
             return
         if not check(*tensors):  # pragma: no cover - a guard that rejects its own tensors
             return
-        e = (check, sc, al, recipe, all(t.is_cuda for t in tensors))
+        e = (check, sc, al, recipe, all(t.is_cuda for t in tensors), bool(rg))
         guards.setdefault(key, []).append(e)
     if e in entries:
         entries.remove(e)
@@ -262,10 +257,9 @@ def build(launcher, args, sig, tensors):
         "LEARN": _learn,
     }
     head, tail = body[:split], body[split:]
-    probe = ["def probe(args):", *head, *_grad_section(plain, tensor_names, scalars, False)]
-    probe += [*tail, "    return key, tensors"]
-    hit = ["def hit(args):", *head, *_grad_section(plain, tensor_names, scalars, True)]
-    hit += [*guarded, *tail]
+    probe = ["def probe(args):", *head, *_grad_section(plain), *tail, "    return key, tensors"]
+    hit = ["def hit(args):", *head, *guarded, *_grad_section(plain), *tail]
+    rg = " or ".join(f"{a}.requires_grad" for a in plain) or "False"
     hit += [
         "    if LA._RECORDING is not None or not (RP.ENABLED and LA.FAST):",
         "        return MISS",
@@ -277,7 +271,7 @@ def build(launcher, args, sig, tensors):
         "        STATS['refused'] += 1",
         "        return REFUSED",
         "    STATS['replays'] += 1",
-        f"    LEARN(ENTRIES, GUARDS, STATE, key, tensors, {sc}, {al}, recipe)",
+        f"    LEARN(ENTRIES, GUARDS, STATE, key, tensors, {sc}, {al}, recipe, {rg})",
         "    return out",
     ]
     exec("\n".join(probe + hit), ns)  # noqa: S102 - built above from the argument kinds only
