@@ -134,21 +134,30 @@ def calls():
         "gemm_tma": lambda: wg.gemm(a2, b2),
         "int4_linear": lambda: wg.int4_linear(v, q),
         "row_sum_fp32": lambda: wg.row_sum(x, torch.float32),
-        # autograd records these: the Functions' forwards replay (through _eager.direct)
+        # autograd records these: the launcher's hit replays them and the Functions' forwards
+        # return that result (no second lookup through _eager.direct)
         "softmax_grad": lambda: wg.softmax(xg),
         "add_rms_norm_grad": lambda: wg.add_rms_norm(xg, r, w),
+        "row_sum_grad": lambda: wg.row_sum(xg),
+        "add_grad": lambda: wg.add(xg, r),
+        "gemm_grad": lambda: wg.gemm(a.detach().requires_grad_(), b),
+        "int4_linear_grad": lambda: wg.int4_linear(v.detach().requires_grad_(), q),
     }
 
 
 def census(n: int = 5) -> dict:
     """Per op: what ``n`` repeated calls (after 3 warm-up calls) did: replays, launches of the
-    fake compiled kernels, argument checks (``check_tensor``) and plans built."""
+    fake compiled kernels, argument checks (``check_tensor``), plans built, calls of the
+    launchers' unrolled hits (``hits``: recipe lookups) and of ``_eager.direct`` (the autograd
+    Functions' own lookup, taken only when the public call's hit did not replay)."""
     import json
 
     install()
+    from warpgauge import _eager
     from warpgauge.kernels import _replay, int4, plans
 
-    counts = {"checks": 0, "plans": 0}
+    counts = {"checks": 0, "plans": 0, "hits": 0, "direct": 0}
+    _eager.direct = counted_fn(_eager.direct, counts, "direct")
 
     def counted(fn, key):
         def wrapper(*a, **kw):
@@ -167,6 +176,10 @@ def census(n: int = 5) -> dict:
     for op, fn in calls().items():
         for _ in range(3):
             fn()
+        for launcher, hit in list(_replay._HITS.items()):
+            if hit and not getattr(hit, "counted", False):
+                _replay._HITS[launcher] = counted_fn(hit, counts, "hits")
+                _replay._HITS[launcher].counted = True
         before = dict(_replay.STATS, launches=sum(len(k.launches) for k in COMPILED), **counts)
         for _ in range(n):
             fn()
@@ -174,6 +187,127 @@ def census(n: int = 5) -> dict:
         out[op] = {k: after[k] - before[k] for k in after}
     print(json.dumps(out))
     return out
+
+
+def counted_fn(fn, counts, key):
+    def wrapper(*a, **kw):
+        counts[key] += 1
+        return fn(*a, **kw)
+
+    return wrapper
+
+
+def autograd_checks() -> str:
+    """The autograd path of repeated public calls (the hit replays, the Function's forward
+    returns that result): the graph it records, what its backward computes where that needs
+    no kernel (``add``: the gradient itself; ``row_sum``: its expansion), the saved tensors'
+    in-place check, ``create_graph=True`` as on the registered op, and no reference cycle (the
+    output and its graph are freed with garbage collection off). Raises on a failure."""
+    import gc
+    import weakref
+
+    import torch
+
+    import warpgauge as wg
+    from warpgauge import _eager
+    from warpgauge.kernels import _replay
+
+    install()
+    bf = torch.bfloat16
+    x, r, w = torch.randn(32, 128).to(bf), torch.randn(32, 128).to(bf), torch.randn(128).to(bf)
+    xg, rg, wg_ = (t.clone().requires_grad_() for t in (x, r, w))
+    direct = _eager.direct
+    seen = []
+    _eager.direct = lambda *a: seen.append(a[0]) or direct(*a)
+    ops = torch.ops.warpgauge
+
+    def replayed(fn):
+        """``fn()``'s result, checked to come from a hit that replayed it for autograd."""
+        for _ in range(4):  # seen, recorded, a replay in the forward (learns the guard), ...
+            fn()
+        seen.clear()
+        before = _replay.STATS["replays"]
+        out = fn()
+        assert _replay.STATS["replays"] == before + 1 and not seen, (fn, seen)
+        return out
+
+    gc.disable()
+    try:
+        # add: the gradient itself to both inputs, as the registered op's _add_bwd
+        y = replayed(lambda: wg.add(xg, rg))
+        assert type(y.grad_fn).__name__ == "AddBackward" and y.requires_grad
+        assert y.grad_fn.needs_input_grad == (True, True, False)
+        g = torch.randn(32, 128).to(bf)
+        y.backward(g)
+        assert torch.equal(xg.grad, g) and torch.equal(rg.grad, g)
+        # row_sum: the expansion of the gradient in x's dtype
+        xg.grad = None
+        s = replayed(lambda: wg.row_sum(xg, torch.float32))
+        gs = torch.randn(32)
+        s.backward(gs)
+        assert xg.grad.dtype == bf and torch.equal(xg.grad, gs.to(bf)[:, None].expand(32, 128))
+        # softmax: the output saved (version-checked), freed with its graph (no cycle)
+        y = replayed(lambda: wg.softmax(xg))
+        assert type(y.grad_fn).__name__ == "SoftmaxBackward"
+        (saved,) = y.grad_fn.saved_tensors  # the output itself (an output unpacks as a new object)
+        assert saved.data_ptr() == y.data_ptr() and saved._version == y._version
+        assert y.grad_fn.next_functions[0][0] is not None
+        del saved
+        ref, node = weakref.ref(y), weakref.ref(y.grad_fn)
+        del y
+        assert ref() is None and node() is None, "a reference cycle keeps the output alive"
+        y = replayed(lambda: wg.softmax(xg))
+        y.mul_(1)
+        try:
+            y.backward(torch.ones_like(y))
+            raise AssertionError("the in-place change of a saved output went unnoticed")
+        except RuntimeError as e:
+            assert "modified by an inplace operation" in str(e), e
+        # create_graph=True: the registered backward op, on both paths
+        y = replayed(lambda: wg.softmax(xg))
+        (gx,) = torch.autograd.grad(y, xg, torch.ones_like(y), create_graph=True)
+        (gx_op,) = torch.autograd.grad(ops.softmax(xg), xg, torch.ones_like(y), create_graph=True)
+        assert gx.requires_grad == gx_op.requires_grad and type(gx.grad_fn) is type(gx_op.grad_fn)
+        # add_rms_norm: two outputs, h and weight saved, eps kept, an unused output's grad None
+        y, h = replayed(lambda: wg.add_rms_norm(xg, rg, wg_))
+        node = y.grad_fn
+        assert type(node).__name__ == "AddRmsNormBackward" and h.grad_fn is node
+        assert node.saved_tensors[0].data_ptr() == h.data_ptr() and node.saved_tensors[1] is wg_
+        assert node.eps == 1e-6 and type(node.eps) is float
+        backward, grads = _eager.AddRmsNorm.backward, []
+        _eager.AddRmsNorm.backward = staticmethod(
+            lambda ctx, dy, dh: grads.append(dy) or (backward(ctx, dy, dh))
+        )
+        h.sum().backward(retain_graph=True)  # y unused: its grad arrives as None, not zeros
+        _eager.AddRmsNorm.backward = staticmethod(backward)
+        assert grads == [None] and xg.grad is not None
+        refs = [weakref.ref(t) for t in (y, h)] + [weakref.ref(node)]
+        del y, h, node
+        for k in COMPILED:  # the fake kernels' records of the backward's (unreplayed) launches
+            k.launches.clear()
+        assert all(ref() is None for ref in refs), "a reference cycle keeps the outputs alive"
+        with torch.no_grad():  # an int eps (a grad-mode call passes check_eps's 1.0 on)
+            for _ in range(3):
+                wg.add_rms_norm(xg, rg, wg_, 1)
+        y, h = replayed(lambda: wg.add_rms_norm(xg, rg, wg_, 1))  # ... replayed: as check_eps
+        assert y.grad_fn.eps == 1.0 and type(y.grad_fn.eps) is float
+        # gemm and int4_linear: the saved operands, the frozen INT4 weight
+        a, b = torch.randn(64, 64).to(bf).requires_grad_(), torch.randn(64, 64).to(bf)
+        c = replayed(lambda: wg.gemm(a, b))
+        assert c.grad_fn.saved_tensors[0] is a and c.grad_fn.needs_input_grad == (
+            True,
+            False,
+            False,
+        )
+        q = wg.quantize_int4(torch.randn(256, 256).to(bf))
+        v = torch.randn(1, 256).to(bf).requires_grad_()
+        o = replayed(lambda: wg.int4_linear(v, q))
+        assert o.grad_fn.saved_tensors[0] is q.packed and o.grad_fn.group_size == q.group_size
+    finally:
+        gc.enable()
+        _eager.direct = direct
+    print("autograd ok")
+    return "ok"
 
 
 def main(argv):
@@ -187,6 +321,8 @@ def main(argv):
     what = argv[1] if len(argv) > 1 else "all"
     if what == "census":
         return census()
+    if what == "autograd":
+        return autograd_checks()
     table = calls()
     names = list(table) if what == "all" else [what]
     for n in names:

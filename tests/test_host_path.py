@@ -314,10 +314,29 @@ def test_every_public_op_replays_a_repeated_call_on_a_fake_gpu():
     )  # fmt: skip
     census = json.loads(out.stdout.strip().splitlines()[-1])
     launches = {"int4_linear": 5, "gemm": 5, "gemm_tma": 5}
+    assert {"softmax_grad", "add_grad", "row_sum_grad", "add_rms_norm_grad", "gemm_grad",
+            "int4_linear_grad"} <= set(census)  # fmt: skip
     for op, c in census.items():
         assert c["replays"] == 5 and c["refused"] == 0, (op, c)
         assert c["checks"] == 0 and c["plans"] == 0, (op, c)
         assert c["launches"] >= launches.get(op, 5), (op, c)
+        # one recipe lookup per call, the public call's hit: an autograd call's Function
+        # returns what that hit replayed, without a second lookup of its own (_eager.direct)
+        assert c["hits"] == 5 and c["direct"] == 0, (op, c)
+
+
+def test_the_autograd_path_of_a_repeated_call_on_a_fake_gpu():
+    """``tests/fake_gpu.py autograd``: repeated gradient-tracking calls of every op replay in
+    the public call's hit, and the graph autograd records is the Function's: its saved tensors
+    (in-place changes caught), ``add``'s and ``row_sum``'s gradients, ``create_graph=True`` as
+    on the registered op, ``eps`` as ``check_eps`` gives it, and no reference cycle."""
+    env = _env()
+    env["PYTHONPATH"] = os.path.dirname(__file__) + os.pathsep + env["PYTHONPATH"]
+    out = subprocess.run(
+        [sys.executable, os.path.join(os.path.dirname(__file__), "fake_gpu.py"), "autograd"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0 and "autograd ok" in out.stdout, out.stderr[-3000:]
 
 
 def test_import_does_not_load_inductor_or_dynamo():

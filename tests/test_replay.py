@@ -707,7 +707,55 @@ def test_the_hits_guard_replays_only_what_the_key_would(eager_toy):
             out = _eager.eager(mod, "f", args)
             assert mod.toy.compiled[0].launches[-1][9:11] == (args[0].data_ptr(), out.data_ptr())
     assert len(calls) == n and len(entries) == 4  # inference, requires_grad, Parameter, plain
-    assert _eager.eager(mod, "f", (xg, _x(4, 16), 0.5)) is _eager.GRAD  # grad on: autograd
+    # grad on: autograd records the call; the guard learned above replays it for the Function
+    got = _eager.eager(mod, "f", (xg, _x(4, 16), 0.5))
+    assert type(got) is list and len(calls) == n
+    assert mod.toy.compiled[0].launches[-1][9:11] == (xg.data_ptr(), got[0].data_ptr())
+    assert _eager.eager(mod, "f", (xg, _x(5, 16), 0.5)) is _eager.GRAD  # no guard: the Function
+
+
+def test_a_call_autograd_records_is_replayed_once_by_the_hit(eager_toy, monkeypatch):
+    """Grad mode on and an input requiring grad: the hit tries its guards (those a grad-off
+    replay of such tensors learned: the Function's forward makes that replay) and returns the
+    replayed result in a one-element list for the public function to hand to its Function (no
+    second lookup there); anything else routes to autograd as before (GRAD), never to a key
+    lookup (a dead functorch wrapper has no data pointer) nor to a direct result."""
+    _eager, mod, calls = eager_toy
+    counts = {"signature": 0, "lookup": 0}
+
+    def counted(fn, key):
+        def wrapper(*a):
+            counts[key] += 1
+            return fn(*a)
+
+        return wrapper
+
+    monkeypatch.setattr(_eager, "_signature", counted(_replay._signature, "signature"))
+    monkeypatch.setattr(_eager, "_lookup", counted(_replay.lookup, "lookup"))
+    xg, y = _x(4, 16).requires_grad_(), _x(4, 16)
+    assert _eager.eager(mod, "f", (xg, y, 0.5)) is _eager.GRAD  # no guard for xg yet
+    with torch.no_grad():  # what the Function's forward does: a replay that learns the guard
+        _eager.direct(mod.f, xg, y, 0.5)
+    n, replays = len(calls), _replay.STATS["replays"]
+    got = _eager.eager(mod, "f", (xg, y, 0.5))
+    assert type(got) is list and len(got) == 1 and got[0].shape == (4, 16)
+    assert not got[0].requires_grad and got[0].grad_fn is None  # autograd records it later
+    assert len(calls) == n and _replay.STATS["replays"] == replays + 1
+    assert mod.toy.compiled[0].launches[-1][9:11] == (xg.data_ptr(), got[0].data_ptr())
+    assert counts == {"signature": 0, "lookup": 0}
+    refused = _replay.STATS["refused"]
+    assert _eager.eager(mod, "f", (xg, xg, 0.5)) is _eager.GRAD  # aliased: the Function runs it
+    assert _replay.STATS["refused"] == refused  # (counted once, by the Function's own call)
+    assert _eager.eager(mod, "f", (xg, y, 0.25)) is _eager.GRAD  # another scalar: no guard
+    assert _eager.eager(mod, "f", (_x(3, 16).requires_grad_(), y, 0.5)) is _eager.GRAD
+    assert len(calls) == n and counts == {"signature": 0, "lookup": 0}
+    meta = torch.empty(4, 16, device="meta", dtype=torch.float16)
+    assert _eager.eager(mod, "f", (xg, meta, 0.5)) is _eager.OP  # (the general path says so)
+    with torch.no_grad():  # grad off: the same tensors replay directly, as before
+        out = _eager.eager(mod, "f", (xg, y, 0.5))
+        assert type(out) is torch.Tensor and len(calls) == n
+    monkeypatch.setattr(_replay, "ENABLED", False)  # replay off: autograd, then the launcher
+    assert _eager.eager(mod, "f", (xg, y, 0.5)) is _eager.GRAD
 
 
 def test_the_hit_keeps_a_few_recent_guards_and_replays_each_signature_with_its_recipe(eager_toy):

@@ -109,7 +109,10 @@ def eager(module, name, args):
     function).
 
     Returns OP or GRAD (the caller takes the registered op or the autograd Function, as for
-    ``route``), else the launcher's result: replayed when a recording of this signature exists.
+    ``route``), a one-element list (autograd must record the call, and the hit has replayed
+    it: the caller hands the list to its Function's ``*_replayed`` apply, whose forward
+    returns the result; launchers never return lists), else the launcher's result: replayed
+    when a recording of this signature exists.
     A repeated call is the launcher's unrolled hit (``kernels/_replay_hit.py``: signature,
     lookup and replay in one straight-line function); anything it does not take (a first
     call, other kinds of arguments, a tensor that needs autograd or the registered op) goes
@@ -189,48 +192,56 @@ def fast_apply(cls, n_args: int):
 # transforms, which need ``setup_context``, never reach them (``route`` sends those to the op).
 
 
+# Each Function takes one argument more than its op: ``out``, None or the one-element list of
+# the forward's result that the launcher's unrolled hit replayed for this call
+# (``_replay_hit._grad_section``: the public function got it from ``eager``), which the forward
+# then returns instead of looking the recipe up a second time (``direct``). Its backward returns
+# None for it.
+
+
 class Add(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, y):
-        return direct(_add.add, x, y)
+    def forward(ctx, x, y, out):
+        return out[0] if out is not None else direct(_add.add, x, y)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, grad
+        return grad, grad, None
 
 
 class RowSum(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, out_dtype):
+    def forward(ctx, x, out_dtype, out):
         ctx.x_meta = (x.shape, x.dtype)  # one attribute: the registered op's x_shape, x_dtype
-        return direct(_row_sum.row_sum, x, out_dtype)
+        return out[0] if out is not None else direct(_row_sum.row_sum, x, out_dtype)
 
     @staticmethod
     def backward(ctx, grad):
         shape, dtype = ctx.x_meta
-        return grad.to(dtype).unsqueeze(-1).expand(shape), None
+        return grad.to(dtype).unsqueeze(-1).expand(shape), None, None
 
 
 class Softmax(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x):
-        y = direct(_softmax.softmax, x)
-        ctx.save_for_backward(y)
+    def forward(ctx, x, out):
+        y = out[0] if out is not None else direct(_softmax.softmax, x)
+        ctx.to_save = (y,)  # what ctx.save_for_backward(y) does, without its Python frame
         return y
 
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return _backward(_ops().softmax_backward, _softmax.softmax_backward, y, grad)
+        return _backward(_ops().softmax_backward, _softmax.softmax_backward, y, grad), None
 
 
 class AddRmsNorm(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, residual, weight, eps):
-        y, h = direct(_rms.add_rms_norm, x, residual, weight, eps)
+    def forward(ctx, x, residual, weight, eps, out):
+        y, h = out[0] if out is not None else direct(_rms.add_rms_norm, x, residual, weight, eps)
         ctx.eps = eps
-        ctx.save_for_backward(h, weight)
-        ctx.set_materialize_grads(False)  # as register_autograd: an unused output's grad is None
+        ctx.to_save = (h, weight)  # ctx.save_for_backward(h, weight)
+        # as register_autograd: an unused output's grad is None (ctx.set_materialize_grads(False))
+        ctx.materialize_grads = False
         return y, h
 
     @staticmethod
@@ -243,14 +254,14 @@ class AddRmsNorm(torch.autograd.Function):
             dx, dw = _ops().add_rms_norm_backward(dy, dh, h, weight, ctx.eps)
         else:  # a frozen weight costs no dw work
             dx, dw = direct(_rms.add_rms_norm_backward, dy, dh, h, weight, ctx.eps, True, need_dw)
-        return dx, dx, dw if need_dw else None, None
+        return dx, dx, dw if need_dw else None, None, None
 
 
 class Gemm(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return direct(_gemm.gemm, a, b)
+    def forward(ctx, a, b, out):
+        ctx.to_save = (a, b)  # ctx.save_for_backward(a, b)
+        return out[0] if out is not None else direct(_gemm.gemm, a, b)
 
     @staticmethod
     def backward(ctx, grad):
@@ -259,22 +270,29 @@ class Gemm(torch.autograd.Function):
         need_a, need_b = ctx.needs_input_grad[:2]
         da = _backward(ops.gemm_grad_a, _gemm.gemm_grad_a, grad, b) if need_a else None
         db = _backward(ops.gemm_grad_b, _gemm.gemm_grad_b, grad, a) if need_b else None
-        return da, db
+        return da, db, None
 
 
 class Int4Linear(torch.autograd.Function):
-    """``apply(x, (packed, scales, group_size))``: the frozen weight as one non-tensor argument
-    (gradients flow to ``x`` only), so ``apply`` unpacks one tensor input, not three arguments
-    (-0.3 us per call on the CPU machine). ``packed`` and ``scales`` are saved as the registered
-    op saves them (``save_for_backward``: version-checked, seen by saved-tensor hooks)."""
+    """``apply(x, (packed, scales, group_size, qweight), out)``: the frozen weight as one
+    non-tensor argument (gradients flow to ``x`` only), so ``apply`` unpacks one tensor input,
+    not three arguments (-0.3 us per call on the CPU machine). ``packed`` and ``scales`` are
+    saved as the registered op saves them (``save_for_backward``: version-checked, seen by
+    saved-tensor hooks). The forward runs the public launcher ``int4_linear(x, qweight)``, the
+    one whose hit the public call tries (so its replay there learns the guard that lets the
+    next such call's hit replay it for autograd), unless unwrapping changed a tensor."""
 
     @staticmethod
-    def forward(ctx, x, weight):
-        packed, scales, group_size = weight  # dead functorch wrappers unwrapped, as apply does
-        packed, scales = _unwrap(packed), _unwrap(scales)
+    def forward(ctx, x, weight, out):
+        packed, scales, group_size, qweight = weight
+        p, s = _unwrap(packed), _unwrap(scales)  # dead functorch wrappers, as apply unwraps
         ctx.group_size = group_size
-        ctx.save_for_backward(packed, scales)
-        return direct(_int4.int4_linear_packed, x, packed, scales, group_size)
+        ctx.to_save = (p, s)  # ctx.save_for_backward(packed, scales)
+        if out is not None:
+            return out[0]
+        if p is packed and s is scales:
+            return direct(_int4.int4_linear, x, qweight)
+        return direct(_int4.int4_linear_packed, x, p, s, group_size)
 
     @staticmethod
     def backward(ctx, grad):
@@ -287,12 +305,25 @@ class Int4Linear(torch.autograd.Function):
             scales,
             ctx.group_size,
         )
-        return dx, None
+        return dx, None, None
 
 
-add_apply = fast_apply(Add, 2)
-row_sum_apply = fast_apply(RowSum, 2)
-softmax_apply = fast_apply(Softmax, 1)
-add_rms_norm_apply = fast_apply(AddRmsNorm, 4)
-gemm_apply = fast_apply(Gemm, 2)
-int4_linear_apply = fast_apply(Int4Linear, 2)
+def replayed_apply(cls):
+    """``cls.apply`` for a call whose forward the launcher's hit has replayed (``eager``
+    returned ``[out]``): the C++ ``_FunctionBase.apply`` bound to ``cls``, without
+    ``fast_apply``'s unwrapping (every tensor of such a call passed a replay guard, which
+    compares its dispatch keys: no functorch wrapper, dead or alive, gets there)."""
+    try:
+        return _base_apply.__get__(None, cls)
+    except (AttributeError, TypeError):  # pragma: no cover - another torch
+        return cls.apply
+
+
+add_apply, add_replayed = fast_apply(Add, 3), replayed_apply(Add)
+row_sum_apply, row_sum_replayed = fast_apply(RowSum, 3), replayed_apply(RowSum)
+softmax_apply, softmax_replayed = fast_apply(Softmax, 2), replayed_apply(Softmax)
+add_rms_norm_apply = fast_apply(AddRmsNorm, 5)
+add_rms_norm_replayed = replayed_apply(AddRmsNorm)
+gemm_apply, gemm_replayed = fast_apply(Gemm, 3), replayed_apply(Gemm)
+int4_linear_apply = fast_apply(Int4Linear, 3)
+int4_linear_replayed = replayed_apply(Int4Linear)

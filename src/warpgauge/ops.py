@@ -27,6 +27,8 @@ from ._eager import eager as _eager_call
 from ._lazy import LazyModule, load_kernels
 from .quant import Int4Weight
 
+_Tensor = torch.Tensor
+
 # The kernel modules import triton (~0.15-0.3 s): imported on the first call, not at import time.
 _add = LazyModule("warpgauge.kernels.add")
 _gemm = LazyModule("warpgauge.kernels.gemm")
@@ -98,9 +100,13 @@ register_autograd("warpgauge::add", _add_bwd)
 def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``x + y`` elementwise (same shape and dtype): FP32 math, one rounding to the dtype."""
     r = _eager_call(_add, "add", (x, y))
+    if type(r) is _Tensor:  # the launcher's result, replayed or not (one check on that path)
+        return r
+    if type(r) is list:  # replayed for autograd to record (see _eager.eager)
+        return _eager.add_replayed(x, y, r)
     if r is OP:
         return torch.ops.warpgauge.add(x, y)
-    return _eager.add_apply(x, y) if r is GRAD else r
+    return _eager.add_apply(x, y, None) if r is GRAD else r
 
 
 # -------------------------------------------------------------------------------------- row_sum
@@ -127,11 +133,15 @@ register_autograd("warpgauge::row_sum", _row_sum_bwd, setup_context=_row_sum_set
 def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Sum over the last dim with FP32 accumulation; result dtype ``out_dtype`` or ``x.dtype``."""
     r = _eager_call(_row_sum, "row_sum", (x, out_dtype))  # the launcher checks out_dtype itself
+    if type(r) is _Tensor:  # the launcher's result
+        return r
+    if type(r) is list:  # replayed for autograd to record: out_dtype passed the launcher's check
+        return _eager.row_sum_replayed(x, out_dtype, r)
     if r is OP or r is GRAD:  # (ints: OP and GRAD are never a launcher's result)
         check_out_dtype(out_dtype)
         if r is OP:
             return torch.ops.warpgauge.row_sum(x, out_dtype)
-        return _eager.row_sum_apply(x, out_dtype)
+        return _eager.row_sum_apply(x, out_dtype, None)
     return r
 
 
@@ -164,9 +174,13 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim: FP32 math, one cast to ``x.dtype``. Rows that are entirely
     ``-inf`` give all zeros; rows with ``-inf`` entries are handled on every plan."""
     r = _eager_call(_softmax, "softmax", (x,))
+    if type(r) is _Tensor:  # the launcher's result
+        return r
+    if type(r) is list:  # replayed for autograd to record (see _eager.eager)
+        return _eager.softmax_replayed(x, r)
     if r is OP:
         return torch.ops.warpgauge.softmax(x)
-    return _eager.softmax_apply(x) if r is GRAD else r
+    return _eager.softmax_apply(x, None) if r is GRAD else r
 
 
 # ---------------------------------------------------------------------------------- add_rms_norm
@@ -217,10 +231,15 @@ def add_rms_norm(
     ``y = h * rsqrt(mean(h^2) + eps) * weight`` with FP32 math. Returns ``(y, h)``: ``h`` is the
     next layer's residual."""
     r = _eager_call(_rms, "add_rms_norm", (x, residual, weight, eps))  # the launcher checks eps
+    if type(r) is tuple:  # the launcher's result
+        return r
+    if type(r) is list:  # replayed for autograd to record: eps passed the launcher's check
+        eps = eps if type(eps) is float else check_eps(eps)  # (what check_eps returns for it)
+        return _eager.add_rms_norm_replayed(x, residual, weight, eps, r)
     if r is OP:
         return torch.ops.warpgauge.add_rms_norm(x, residual, weight, check_eps(eps))
     if r is GRAD:
-        return _eager.add_rms_norm_apply(x, residual, weight, check_eps(eps))
+        return _eager.add_rms_norm_apply(x, residual, weight, check_eps(eps), None)
     return r
 
 
@@ -263,9 +282,13 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` for 2-D FP16/BF16 operands: FP32 accumulation, one rounding; any M, N, K >= 1 and
     any strides (a transposed view is read through its strides, never copied)."""
     r = _eager_call(_gemm, "gemm", (a, b))
+    if type(r) is _Tensor:  # the launcher's result
+        return r
+    if type(r) is list:  # replayed for autograd to record (see _eager.eager)
+        return _eager.gemm_replayed(a, b, r)
     if r is OP:
         return torch.ops.warpgauge.gemm(a, b)
-    return _eager.gemm_apply(a, b) if r is GRAD else r
+    return _eager.gemm_apply(a, b, None) if r is GRAD else r
 
 
 # ----------------------------------------------------------------------------------- int4_linear
@@ -309,12 +332,18 @@ def int4_linear(x: torch.Tensor, qweight: Int4Weight) -> torch.Tensor:
             f"got {type(qweight).__name__}"
         )
     r = _eager_call(_int4, "int4_linear", (x, qweight))
+    if type(r) is _Tensor:  # the launcher's result
+        return r
+    if type(r) is list:  # replayed for autograd to record (see _eager.eager)
+        weight = (qweight.packed, qweight.scales, qweight.group_size, qweight)
+        return _eager.int4_linear_replayed(x, weight, r)
     if r is OP:
         return torch.ops.warpgauge.int4_linear(
             x, qweight.packed, qweight.scales, qweight.group_size
         )
     if r is GRAD:
-        return _eager.int4_linear_apply(x, (qweight.packed, qweight.scales, qweight.group_size))
+        weight = (qweight.packed, qweight.scales, qweight.group_size, qweight)
+        return _eager.int4_linear_apply(x, weight, None)
     return r
 
 

@@ -8,8 +8,9 @@ a tensor and an ``Int4Weight``), so once a signature of it is recorded, ``build`
 ``hit(args)`` for that pattern (as ``_replay`` generates each recipe's replay and Triton its
 binder). It returns the recipe's result, ``REFUSED`` (the recipe refused: the caller runs the
 launcher), ``NEEDS_GRAD`` (grad mode on, a tensor requires grad, none is meta, every tensor is
-plain: ``_signature`` would say the same, and autograd must record the call) or ``MISS``, which
-sends the call down the general path unchanged.
+plain: ``_signature`` would say the same, and autograd must record the call), ``[result]`` (the
+same, and one of its guards matched: the call replayed for the autograd Function to return, see
+``_guarded``) or ``MISS``, which sends the call down the general path unchanged.
 
 A ``hit`` is conservative: it returns a result only where the general path would replay the
 same recipe. It misses on another number or kind of arguments, a tensor subclass, a meta or
@@ -53,9 +54,10 @@ def _pattern(args):
 
 def _source(kinds):
     """The body shared by ``hit`` and ``probe``: checks (``return MISS``), then ``key`` and
-    ``tensors`` as ``_replay._signature`` builds them; the names of the tensors' variables
-    (``d_<name>`` holds each one's data pointer); and the guarded fast section that ``hit``
-    runs between the two (``_guarded``)."""
+    ``tensors`` as ``_replay._signature`` builds them; the index (``split``) where, in ``hit``,
+    the guarded fast section (``_guarded``), and the grad routing (``_grad_section``) go; the
+    names of the tensors' variables (``d_<name>`` holds each one's data pointer), of the plain
+    tensor arguments, and the scalar expressions a guard compares."""
     n = len(kinds)
     names = [f"a{i}" for i in range(n)]
     src = [f"    if len(args) != {n}:", "        return MISS"]
@@ -89,15 +91,9 @@ def _source(kinds):
                 f"(Q, {_TENSOR.format(v=f'p{i}')}, {_TENSOR.format(v=f'q{i}')}, {a}.group_size)"
             )
             scalars.append(f"{a}.group_size")
-    if plain:  # as _signature: grad-tracking tensors route to autograd, meta ones to the op
-        src += [
-            "    if grad_enabled():",
-            f"        if {' or '.join(f'{a}.requires_grad' for a in plain)}:",
-            f"            if {' or '.join(f'{a}.is_meta' for a in plain)}:",
-            "                return MISS",
-            "            return NEEDS_GRAD",
-        ]
-    split = len(src)  # the guarded section goes here: types and routing checked, nothing read
+    # the hit's guarded section (``_guarded``) and the grad routing (``_grad_section``) go
+    # here: types checked, nothing read
+    split = len(src)
     for i, k in enumerate(kinds):
         if k == "Q":
             src += [
@@ -112,7 +108,7 @@ def _source(kinds):
     src += [f"    d_{t} = {t}.data_ptr()" for t in tensors]
     src.append(f"    key = ({', '.join(parts)},)")
     src.append(f"    tensors = ({', '.join(tensors)}{',' if len(tensors) == 1 else ''})")
-    return src, tensors, split, _guarded(tensors, scalars)
+    return src, tensors, split, plain, scalars
 
 
 def _guarded(tensors, scalars):
@@ -121,7 +117,16 @@ def _guarded(tensors, scalars):
     dtype, device index, sizes, strides and requires_grad against those the recipe was
     recorded for (Dynamo's ``TensorGuards``: 0.33 us for three tensors on the CPU machine,
     against 1.5 us to build and look up their key); the scalars and the pointers' 16-byte
-    alignment are compared here. Whatever it does not match goes on to the key lookup."""
+    alignment are compared here. Whatever it does not match goes on to the grad routing and the
+    key lookup.
+
+    It comes before the grad routing: a guard fixes every tensor's requires_grad (``rg``: one
+    of the plain tensors requires grad), so grad mode is read only for such a call. When
+    autograd must record the call (``rg`` and grad mode on), the replay's result is returned in
+    a one-element list (the public function hands it to its autograd Function, whose forward
+    returns it: grad mode does not change what a replay computes; the guards for such tensors
+    are those that the Function forward's own grad-off replays learned), and a refusal returns
+    NEEDS_GRAD (the Function's forward then meets the same refusal and runs the launcher)."""
     tup = f"({', '.join(tensors)}{',' if len(tensors) == 1 else ''})"
     sc = f"({', '.join(scalars)}{',' if len(scalars) == 1 else ''})"
     al = f"({', '.join(f'd_{t} & 15' for t in tensors)}{',' if len(tensors) == 1 else ''})"
@@ -129,12 +134,17 @@ def _guarded(tensors, scalars):
     return (
         [
             "    if LA._RECORDING is None and RP.ENABLED and LA.FAST:",
-            "        for check, sc, al, recipe, cuda in ENTRIES:",
+            "        for check, sc, al, recipe, cuda, rg in ENTRIES:",
             f"            if check({', '.join(tensors)}) and {sc} == sc"
             " and (cuda or RP.ANY_DEVICE):",
             *[f"                d_{t} = {t}.data_ptr()" for t in tensors],
             f"                if {al} == al:",
             f"                    out = recipe.fast({tup}{ptrs})",
+            "                    if rg and grad_enabled():  # autograd records the call",
+            "                        if out is REFUSED:",
+            "                            return NEEDS_GRAD",
+            "                        STATS['replays'] += 1",
+            "                        return [out]",
             "                    if out is REFUSED:",
             "                        STATS['refused'] += 1",
             "                        return REFUSED",
@@ -144,6 +154,22 @@ def _guarded(tensors, scalars):
         sc,
         al,
     )
+
+
+def _grad_section(plain):
+    """As ``_signature``: with grad mode on, a call where a plain tensor requires grad (and none
+    is meta: those go to the registered op) is recorded by autograd: NEEDS_GRAD (in ``hit``,
+    after its guards: no key lookup for such a call, since a dead functorch wrapper, which the
+    guards reject, has no data pointer to read; ``fast_apply`` unwraps it)."""
+    if not plain:
+        return []
+    return [
+        "    if grad_enabled():",
+        f"        if {' or '.join(f'{a}.requires_grad' for a in plain)}:",
+        f"            if {' or '.join(f'{a}.is_meta' for a in plain)}:",
+        "                return MISS",
+        "            return NEEDS_GRAD",
+    ]
 
 
 MAX_ENTRIES = 4  # recipes a hit checks by guard before the key lookup (most recent first)
@@ -168,7 +194,7 @@ def _guard_type():
     return cls
 
 
-def _learn(entries, guards, state, key, tensors, sc, al, recipe):
+def _learn(entries, guards, state, key, tensors, sc, al, recipe, rg):
     """After a key lookup found ``recipe``: put a guard that passes on this call's tensors
     first in ``entries``. A key can have several (the key does not hold what else a guard
     compares: requires_grad, a Parameter's type, inference mode's dispatch keys), built once
@@ -194,7 +220,7 @@ def _learn(entries, guards, state, key, tensors, sc, al, recipe):
             return
         if not check(*tensors):  # pragma: no cover - a guard that rejects its own tensors
             return
-        e = (check, sc, al, recipe, all(t.is_cuda for t in tensors))
+        e = (check, sc, al, recipe, all(t.is_cuda for t in tensors), bool(rg))
         guards.setdefault(key, []).append(e)
     if e in entries:
         entries.remove(e)
@@ -209,7 +235,8 @@ def build(launcher, args, sig, tensors):
     kinds = _pattern(args)
     if kinds is None or not kinds:
         return None
-    body, tensor_names, split, (guarded, sc, al) = _source(kinds)
+    body, tensor_names, split, plain, scalars = _source(kinds)
+    guarded, sc, al = _guarded(tensor_names, scalars)
     ns = {
         "MISS": MISS,
         "NEEDS_GRAD": _replay.NEEDS_GRAD,
@@ -229,8 +256,10 @@ def build(launcher, args, sig, tensors):
         "STATE": [0],
         "LEARN": _learn,
     }
-    probe = ["def probe(args):", *body, "    return key, tensors"]
-    hit = ["def hit(args):", *body[:split], *guarded, *body[split:]]
+    head, tail = body[:split], body[split:]
+    probe = ["def probe(args):", *head, *_grad_section(plain), *tail, "    return key, tensors"]
+    hit = ["def hit(args):", *head, *guarded, *_grad_section(plain), *tail]
+    rg = " or ".join(f"{a}.requires_grad" for a in plain) or "False"
     hit += [
         "    if LA._RECORDING is not None or not (RP.ENABLED and LA.FAST):",
         "        return MISS",
@@ -242,7 +271,7 @@ def build(launcher, args, sig, tensors):
         "        STATS['refused'] += 1",
         "        return REFUSED",
         "    STATS['replays'] += 1",
-        f"    LEARN(ENTRIES, GUARDS, STATE, key, tensors, {sc}, {al}, recipe)",
+        f"    LEARN(ENTRIES, GUARDS, STATE, key, tensors, {sc}, {al}, recipe, {rg})",
         "    return out",
     ]
     exec("\n".join(probe + hit), ns)  # noqa: S102 - built above from the argument kinds only
