@@ -116,7 +116,10 @@ def test_new_row_counts_reuse_compiled_kernels_wide():
     """Looped (persistent) and split plans and the backward kernels: one compile per width."""
     width = 50257
     w = _rand((width,), torch.bfloat16, 1)
-    for rows in (3, 5, 100, 300, 301):  # split, cooperative (softmax: SM/2 <= rows < SM), looped
+    # warm every plan the rule takes at this width: split, cooperative (softmax: SM/2 <= rows <
+    # SM, or more rows whose input fits L2; add_rms_norm), add_rms_norm looped (0.6-1 rows per
+    # SM), looped (softmax inputs larger than L2: 4096 rows are 412 MB)
+    for rows in (3, 5, 100, 300, 301, 4096):
         x = _rand((rows, width), torch.bfloat16)
         wg.softmax(x), wg.add_rms_norm(x, x, w), wg.row_sum(x)
     kernels = [softmax_k._softmax_looped, softmax_k._softmax_coop, rms_k._rms_coop,
