@@ -398,6 +398,32 @@ case "${1:-}" in
     for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
     pack gputests8
     ;;
+  final9a)  # carries .whl .peers/c .peers/x4 after the three stash calls: the whole default
+    # suite (every operator, both lanes, QuACK and Liger among the peers) in one run
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_peers
+    bench_part default "${DEFAULT_S:-540}" --max-minutes "${DEFAULT_MIN:-7.5}" \
+      --skip "${DEFAULT_SKIP:-compile_max_autotune}"
+    ;;
+  final9b)  # right after final9a (the stage is still there): host mode, the training steps of
+    # softmax, add_rms_norm and gemm, then the GPU test lanes side by side
+    install_peers
+    [ "${HOST:-1}" = 1 ] && bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    [ "${FWDBWD:-1}" = 1 ] && bench_part fwd-bwd "${FWDBWD_S:-200}" --mode fwd_bwd ${FWDBWD_QUICK:-} \
+      --ops "${FWDBWD_OPS:-softmax,add_rms_norm,gemm}" --max-minutes "${FWDBWD_MIN:-2.8}"
+    d="$OUT/gputests9"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
+    lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-200}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+    echo "[$(stamp)] gpu tests (session 9 lanes)"
+    lane rows $P tests/gpu/test_rows_gpu.py
+    lane host_path $P tests/gpu/test_host_path_gpu.py
+    lane gemm_int4 $P tests/gpu/test_gemm_int4_gpu.py tests/gpu/test_gemm_rules_gpu.py
+    lane training $P tests/gpu/test_training_gpu.py
+    lane hardening $P tests/gpu/test_determinism_gpu.py tests/gpu/test_indexing_gpu.py
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests9
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
