@@ -131,15 +131,15 @@ def _guarded(tensors, scalars):
     sc = f"({', '.join(scalars)}{',' if len(scalars) == 1 else ''})"
     al = f"({', '.join(f'd_{t} & 15' for t in tensors)}{',' if len(tensors) == 1 else ''})"
     ptrs = "".join(f", d_{t}" for t in tensors)
+    same_sc = f" and {sc} == sc" if scalars else ""  # (no scalars: every entry's sc is ())
     return (
         [
             "    if LA._RECORDING is None and RP.ENABLED and LA.FAST:",
-            "        for check, sc, al, recipe, cuda, rg in ENTRIES:",
-            f"            if check({', '.join(tensors)}) and {sc} == sc"
-            " and (cuda or RP.ANY_DEVICE):",
+            "        for check, sc, al, replay, cuda, rg in ENTRIES:",
+            f"            if check({', '.join(tensors)}){same_sc} and (cuda or RP.ANY_DEVICE):",
             *[f"                d_{t} = {t}.data_ptr()" for t in tensors],
             f"                if {al} == al:",
-            f"                    out = recipe.fast({tup}{ptrs})",
+            f"                    out = replay({tup}{ptrs})",
             "                    if rg and grad_enabled():  # autograd records the call",
             "                        if out is REFUSED:",
             "                            return NEEDS_GRAD",
@@ -194,6 +194,32 @@ def _guard_type():
     return cls
 
 
+_MODES_SEEN: dict = {}
+
+
+def _guard_sees_modes(cls) -> bool:
+    """A guard of ``cls`` fails while a dispatch mode is active (tried once per class: a guard
+    built outside any mode, checked inside a do-nothing one), so a call that passed one has no
+    dispatch mode to show its allocations to."""
+    seen = _MODES_SEEN.get(cls)
+    if seen is None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class _Nothing(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        t = torch.empty(2)
+        try:
+            check = cls(t, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+            with _Nothing():
+                seen = check(t) is False
+        except (TypeError, RuntimeError, SystemError):  # pragma: no cover - another torch
+            seen = False
+        _MODES_SEEN[cls] = seen
+    return seen
+
+
 def _learn(entries, guards, state, key, tensors, sc, al, recipe, rg):
     """After a key lookup found ``recipe``: put a guard that passes on this call's tensors
     first in ``entries``. A key can have several (the key does not hold what else a guard
@@ -220,7 +246,10 @@ def _learn(entries, guards, state, key, tensors, sc, al, recipe, rg):
             return
         if not check(*tensors):  # pragma: no cover - a guard that rejects its own tensors
             return
-        e = (check, sc, al, recipe, all(t.is_cuda for t in tensors), bool(rg))
+        # the recipe's guarded replay (``_replay._generate``: no dispatch-stack read) when this
+        # torch's guards fail under a dispatch mode, as the one checked here does
+        replay = recipe.gfast if _guard_sees_modes(cls) else recipe.fast
+        e = (check, sc, al, replay, all(t.is_cuda for t in tensors), bool(rg))
         guards.setdefault(key, []).append(e)
     if e in entries:
         entries.remove(e)
