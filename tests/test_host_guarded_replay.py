@@ -122,3 +122,29 @@ def test_one_device_replays_skip_the_current_device_read(monkeypatch):
     assert _replay._one_device(0) is True
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert _replay._one_device(0) is False
+
+
+def test_a_guard_learned_under_a_dispatch_mode_keeps_the_mode_checking_replay(
+    eager_toy,  # noqa: F811
+    monkeypatch,
+):
+    """A guard takes the thread's dispatch state when it is built: one learned while a mode is
+    active passes under that mode, so its entry keeps ``fast`` (which reads the dispatch stack)
+    and every call under the mode still shows the mode its ``aten.empty``."""
+    _eager, mod, calls = eager_toy
+    monkeypatch.setattr(_launch, "POISON", False)
+    _replay.clear()
+    for _ in range(2):  # compile, record; no guard learned yet
+        _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))
+    recipe = next(r for r in _replay._RECIPES[mod.f].values() if type(r) is _replay._Recipe)
+    n = len(calls)
+    seen = _SeenOps()
+    with seen:
+        for _ in range(3):  # the first learns a guard under the mode, the others pass it
+            out = _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))
+    (entry,) = _entries(mod.f)
+    assert entry[3] is recipe.fast
+    assert seen.ops.count(torch.ops.aten.empty.memory_format) == 3, seen.ops
+    assert len(calls) == n and mod.toy.compiled[0].launches[-1][10] == out.data_ptr()
+    out = _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))  # outside: a guard of its own
+    assert len(_entries(mod.f)) == 2 and _entries(mod.f)[0][3] is recipe.gfast

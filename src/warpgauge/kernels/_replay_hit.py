@@ -195,12 +195,13 @@ def _guard_type():
 
 
 _MODES_SEEN: dict = {}
+_DISPATCH_STACK_LEN = getattr(torch._C, "_len_torch_dispatch_stack", None)
 
 
 def _guard_sees_modes(cls) -> bool:
-    """A guard of ``cls`` fails while a dispatch mode is active (tried once per class: a guard
-    built outside any mode, checked inside a do-nothing one), so a call that passed one has no
-    dispatch mode to show its allocations to."""
+    """A guard of ``cls`` built outside any dispatch mode fails while one is active (tried once
+    per class, outside any mode: a guard checked inside a do-nothing mode), so a call that
+    passed such a guard has no dispatch mode to show its allocations to."""
     seen = _MODES_SEEN.get(cls)
     if seen is None:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -209,11 +210,12 @@ def _guard_sees_modes(cls) -> bool:
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 return func(*args, **(kwargs or {}))
 
-        t = torch.empty(2)
         try:
-            check = cls(t, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
-            with _Nothing():
-                seen = check(t) is False
+            with torch._C.DisableTorchFunction():  # (a function mode does not see the probe)
+                t = torch.empty(2)
+                check = cls(t, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+                with _Nothing():
+                    seen = check(t) is False
         except (TypeError, RuntimeError, SystemError):  # pragma: no cover - another torch
             seen = False
         _MODES_SEEN[cls] = seen
@@ -246,9 +248,12 @@ def _learn(entries, guards, state, key, tensors, sc, al, recipe, rg):
             return
         if not check(*tensors):  # pragma: no cover - a guard that rejects its own tensors
             return
-        # the recipe's guarded replay (``_replay._generate``: no dispatch-stack read) when this
-        # torch's guards fail under a dispatch mode, as the one checked here does
-        replay = recipe.gfast if _guard_sees_modes(cls) else recipe.fast
+        # The recipe's guarded replay (``_replay._generate``: no dispatch-stack read) for a
+        # guard built outside any dispatch mode, when this torch's guards fail under one. A
+        # guard takes the thread's dispatch state as it is when built: one built under a mode
+        # passes under that mode, so it keeps the replay that reads the dispatch stack.
+        no_mode = _DISPATCH_STACK_LEN is not None and _DISPATCH_STACK_LEN() == 0
+        replay = recipe.gfast if no_mode and _guard_sees_modes(cls) else recipe.fast
         e = (check, sc, al, replay, all(t.is_cuda for t in tensors), bool(rg))
         guards.setdefault(key, []).append(e)
     if e in entries:
