@@ -153,7 +153,7 @@ def main(argv=None):
     ap.add_argument("--fake", action="store_true", help="CPU machine: tests/fake_gpu.py")
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--ops", default="", help="comma list of ops (default: all)")
+    ap.add_argument("--ops", default="", help="comma list of ops, in this order (default: all)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--clock", choices=("wall", "thread"), default="wall")
     args = ap.parse_args(argv)
@@ -173,11 +173,11 @@ def main(argv=None):
     sync = (lambda: None) if args.fake else torch.cuda.synchronize
     if args.fake:
         torch.set_num_threads(1)
-    wanted = set(filter(None, args.ops.split(",")))
+    wanted = [o for o in args.ops.split(",") if o]
+    every = {c[0]: c for c in cases(dev)}
     res = {}
-    for op, launcher, call_args, tensors, grad_call, theirs in cases(dev):
-        if wanted and op not in wanted:
-            continue
+    for op in wanted or list(every):  # in the order asked for
+        op, launcher, call_args, tensors, grad_call, theirs = every[op]
         public = getattr(wg, op)
         for _ in range(5):
             public(*call_args)
