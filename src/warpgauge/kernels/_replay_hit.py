@@ -129,7 +129,10 @@ def _guarded(tensors, scalars):
     NEEDS_GRAD (the Function's forward then meets the same refusal and runs the launcher)."""
     tup = f"({', '.join(tensors)}{',' if len(tensors) == 1 else ''})"
     sc = f"({', '.join(scalars)}{',' if len(scalars) == 1 else ''})"
-    al = f"({', '.join(f'd_{t} & 15' for t in tensors)}{',' if len(tensors) == 1 else ''})"
+    # the pointers' 16-byte alignments packed in one int (4 bits per tensor): compared without
+    # building a tuple
+    al = " | ".join(f"((d_{t} & 15) << {4 * k})" if k else f"(d_{t} & 15)"
+                    for k, t in enumerate(tensors))  # fmt: skip
     ptrs = "".join(f", d_{t}" for t in tensors)
     same_sc = f" and {sc} == sc" if scalars else ""  # (no scalars: every entry's sc is ())
     return (
@@ -138,7 +141,7 @@ def _guarded(tensors, scalars):
             "        for check, sc, al, replay, cuda, rg in ENTRIES:",
             f"            if check({', '.join(tensors)}){same_sc} and (cuda or RP.ANY_DEVICE):",
             *[f"                d_{t} = {t}.data_ptr()" for t in tensors],
-            f"                if {al} == al:",
+            f"                if ({al}) == al:",
             f"                    out = replay({tup}{ptrs})",
             "                    if rg and grad_enabled():  # autograd records the call",
             "                        if out is REFUSED:",
@@ -305,7 +308,7 @@ def build(launcher, args, sig, tensors):
         "        STATS['refused'] += 1",
         "        return REFUSED",
         "    STATS['replays'] += 1",
-        f"    LEARN(ENTRIES, GUARDS, STATE, key, tensors, {sc}, {al}, recipe, {rg})",
+        f"    LEARN(ENTRIES, GUARDS, STATE, key, tensors, {sc}, ({al}), recipe, {rg})",
         "    return out",
     ]
     exec("\n".join(probe + hit), ns)  # noqa: S102 - built above from the argument kinds only
