@@ -148,3 +148,32 @@ def test_a_guard_learned_under_a_dispatch_mode_keeps_the_mode_checking_replay(
     assert len(calls) == n and mod.toy.compiled[0].launches[-1][10] == out.data_ptr()
     out = _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))  # outside: a guard of its own
     assert len(_entries(mod.f)) == 2 and _entries(mod.f)[0][3] is recipe.gfast
+
+
+def test_a_replay_on_another_current_device_is_refused_unless_there_is_only_one(
+    eager_toy,  # noqa: F811
+    monkeypatch,
+):
+    """With several devices the replay reads the current device and refuses a call on another
+    one than the recording's (the launcher runs); with one device (``_one_device``) there is
+    no other, and the replay reads none."""
+    _eager, mod, calls = eager_toy
+    _, get_stream, hooks = _launch._RUNTIME
+    current = [0]
+    monkeypatch.setattr(_launch, "_RUNTIME", (lambda: current[0], get_stream, hooks))
+    for one in (False, True):
+        monkeypatch.setattr(_replay, "_one_device", lambda device, one=one: one)
+        _replay.clear()
+        current[0] = 0
+        for _ in range(3):  # first sighting, recording, a replay that learns a guard
+            _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))
+        recipe = next(r for r in _replay._RECIPES[mod.f].values() if type(r) is _replay._Recipe)
+        for fn in (recipe.fast, recipe.gfast):
+            assert ("get_device" in fn.__code__.co_names) is not one
+        n = len(calls)
+        _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))
+        assert len(calls) == n, "same device: a replay"
+        if not one:
+            current[0] = 1
+            _eager.eager(mod, "f", (_x(4, 16), _x(4, 16), 0.5))
+            assert len(calls) == n + 1, "another current device: the launcher"
