@@ -342,21 +342,13 @@ class _Recipe:
 
 
 def _generate(recipe):
-    """The recipe's replay unrolled into straight-line code for this recipe (no loops, no lists:
-    a replay is a few attribute reads, the allocations and the launches). Built with ``exec``
-    from the recipe's own data only, as Triton builds its binder. Returns ``(fast, run,
-    gfast)``: ``fast(tensors, i0, i1, ...)`` takes the inputs' data pointers too (the unrolled
-    hit has read them for the signature), ``run(tensors)`` reads them itself, and ``gfast`` is
-    ``fast`` for a call whose tensors passed one of the hit's guards (``_replay_hit``): a guard
-    fails while a dispatch mode is active (it compares each tensor's dispatch keys with the
-    thread's included and excluded keys applied, and a mode includes the Python key;
-    ``_replay_hit._guard_type`` checks this once), so ``gfast`` does not ask for the dispatch
-    stack again; everything else it checks as ``fast`` does.
-
-    With one CUDA device in the process, the current device cannot differ from the recorded
-    one (the only device is 0; ``torch.cuda.set_device(1)`` raises): the replay then reads
-    neither the current device nor compares it (``ONE_DEVICE``), and takes the stream of device
-    0."""
+    """The recipe's replay unrolled into straight-line code (no loops, no lists), built with
+    ``exec`` from the recipe's own data only, as Triton builds its binder. Returns ``(fast, run,
+    gfast)``: ``fast(tensors, i0, i1, ...)`` takes the inputs' data pointers too (the hit has
+    read them), ``run(tensors)`` reads them itself, and ``gfast`` is ``fast`` less the
+    dispatch-stack read, for a call that passed a guard built outside any dispatch mode (such a
+    guard fails under one: ``_replay_hit._learn``). With one CUDA device in the process
+    (``_one_device``) neither reads the current device: it cannot differ from the recording's."""
     src, ns = _replay_source(recipe, guarded=False)
     exec("\n".join(src), ns)  # noqa: S102 - code built above from the recipe's own values
     n_in = recipe.n_in
