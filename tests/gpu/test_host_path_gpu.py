@@ -209,3 +209,55 @@ def test_meta_calls_on_gpu_build():
     assert y.device.type == "meta" and y.shape == (8, 4096)
     assert wg.gemm(m, m.t()).shape == (8, 8)
     assert F.softmax(torch.zeros(1), -1).item() == 1.0  # the process still has a working GPU
+
+
+def test_guarded_one_device_replay_on_the_gpu(monkeypatch):
+    """On a one-GPU process, a repeated call replays through its guard's replay (no current
+    device read, no dispatch-stack read), bitwise the normal path; under a dispatch mode every
+    call shows the mode the replay's ``aten.empty`` (the guard learned outside fails there, the
+    one learned there keeps the mode-checking replay); on a side stream it replays as well."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from warpgauge.kernels import softmax as sk
+
+    if torch.cuda.device_count() != 1:
+        pytest.skip("one visible GPU only")
+    assert _replay._one_device(0)
+    monkeypatch.setattr(_launch, "POISON", False)  # as a user runs: the allocator's own entry
+    _replay.clear()  # recipes generated now, without poisoning
+    x = torch.randn(8, 4096, device=DEV, dtype=BF)
+    for _ in range(4):
+        y = wg.softmax(x)
+    entries = _replay._HITS[sk.softmax].__globals__["ENTRIES"]
+    recipe = next(r for r in _replay._RECIPES[sk.softmax].values() if type(r) is _replay._Recipe)
+    assert entries and entries[0][3] is recipe.gfast
+    assert "get_device" not in recipe.gfast.__code__.co_names
+    assert "DMODES" not in recipe.gfast.__code__.co_names
+    assert "DMODES" in recipe.fast.__code__.co_names and "F0" in recipe.gfast.__code__.co_names
+    before = _replay.STATS["replays"]
+    y = wg.softmax(x)
+    assert _replay.STATS["replays"] == before + 1 and _equal(y, _normal(lambda: wg.softmax(x)))
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func)
+            return func(*args, **(kwargs or {}))
+
+    seen = Seen()
+    with seen:  # the first learns a guard under the mode: it keeps the mode-checking replay
+        for _ in range(3):
+            y = wg.softmax(x)
+    assert seen.ops.count(torch.ops.aten.empty.memory_format) == 3, seen.ops
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        before = _replay.STATS["replays"]
+        y = wg.softmax(x)
+        assert _replay.STATS["replays"] == before + 1
+    s.synchronize()
+    assert _equal(y, _normal(lambda: wg.softmax(x)))
+    _replay.clear()

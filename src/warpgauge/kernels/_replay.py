@@ -288,6 +288,7 @@ class _Recipe:
         "n_in",
         "run",
         "fast",
+        "gfast",
     )
 
     @classmethod
@@ -336,16 +337,35 @@ class _Recipe:
         self.result = result
         self.single = result[1][1] if result[0] == "single" and result[1][0] == "alloc" else None
         self.n_in = len(tensors)
-        self.fast, self.run = _generate(self)
+        self.fast, self.run, self.gfast = _generate(self)
         return self
 
 
 def _generate(recipe):
-    """The recipe's replay unrolled into straight-line code for this recipe (no loops, no lists:
-    a replay is a few attribute reads, the allocations and the launches). Built with ``exec``
-    from the recipe's own data only, as Triton builds its binder. Returns ``(fast, run)``:
-    ``fast(tensors, i0, i1, ...)`` takes the inputs' data pointers too (the unrolled hit has
-    read them for the signature), ``run(tensors)`` reads them itself."""
+    """The recipe's replay unrolled into straight-line code (no loops, no lists), built with
+    ``exec`` from the recipe's own data only, as Triton builds its binder. Returns ``(fast, run,
+    gfast)``: ``fast(tensors, i0, i1, ...)`` takes the inputs' data pointers too (the hit has
+    read them), ``run(tensors)`` reads them itself, and ``gfast`` is ``fast`` less the
+    dispatch-stack read, for a call that passed a guard built outside any dispatch mode (such a
+    guard fails under one: ``_replay_hit._learn``). With one CUDA device in the process
+    (``_one_device``) neither reads the current device: it cannot differ from the recording's."""
+    src, ns = _replay_source(recipe, guarded=False)
+    exec("\n".join(src), ns)  # noqa: S102 - code built above from the recipe's own values
+    n_in = recipe.n_in
+    ptrs = "".join(f", tensors[{i}].data_ptr()" for i in range(n_in))
+    exec(f"def run(tensors):\n    return replay(tensors{ptrs})", ns)  # noqa: S102
+    gsrc, gns = _replay_source(recipe, guarded=True)
+    exec("\n".join(gsrc), gns)  # noqa: S102 - the same, less the dispatch-stack read
+    return ns["replay"], ns["run"], gns["replay"]
+
+
+def _one_device(device) -> bool:
+    """This process sees exactly one CUDA device and ``device`` (a recording's) is it."""
+    return bool(device == 0 and torch.cuda.is_available() and torch.cuda.device_count() == 1)
+
+
+def _replay_source(recipe, guarded):
+    """The source lines of ``replay`` (``_generate``) and its namespace."""
     get_device, get_stream, runtime = _launch._RUNTIME
     ns = {
         "get_device": get_device,
@@ -361,12 +381,11 @@ def _generate(recipe):
         "FMODES": _launch.MODE_CHECKS[2],
     }
     n_in = recipe.n_in
-    src = [
-        f"def replay(tensors{''.join(f', i{i}' for i in range(n_in))}):",
-        "    device = get_device()",
-        "    if device != DEVICE:",
-        "        return REFUSED",
-    ]
+    src = [f"def replay(tensors{''.join(f', i{i}' for i in range(n_in))}):"]
+    if _one_device(recipe.device):
+        src.append("    device = DEVICE")
+    else:
+        src += ["    device = get_device()", "    if device != DEVICE:", "        return REFUSED"]
     for k, hook in enumerate(("launch_enter_hook", "launch_exit_hook")):
         h = getattr(runtime, hook, None)
         if type(h) is ns["chain"]:  # Triton 3.6: a HookChain, empty unless a profiler adds one
@@ -412,7 +431,8 @@ def _generate(recipe):
         # The allocator's own entry (``_launch.direct_empty``) where torch.empty's dispatch
         # could not differ from it: not with a dispatch or function mode active (they see and
         # may change torch.empty), nor with deterministic algorithms on (it may then fill).
-        src.append("    if DET() or DMODES() or FMODES():")
+        modes = "DET() or FMODES()" if guarded else "DET() or DMODES() or FMODES()"
+        src.append(f"    if {modes}:")
         src += [f"        a{j} = E{j}()" for j in range(len(allocs))]
         src.append("    else:")
         src += [
@@ -467,10 +487,7 @@ def _generate(recipe):
         src.append(
             f"    return ({', '.join(expr(p) for p in parts)}{',' if len(parts) == 1 else ''})"
         )
-    exec("\n".join(src), ns)  # noqa: S102 - code built above from the recipe's own values
-    ptrs = "".join(f", tensors[{i}].data_ptr()" for i in range(n_in))
-    exec(f"def run(tensors):\n    return replay(tensors{ptrs})", ns)  # noqa: S102
-    return ns["replay"], ns["run"]
+    return src, ns
 
 
 def _result_plan(out, allocs):

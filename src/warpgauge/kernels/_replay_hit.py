@@ -129,17 +129,20 @@ def _guarded(tensors, scalars):
     NEEDS_GRAD (the Function's forward then meets the same refusal and runs the launcher)."""
     tup = f"({', '.join(tensors)}{',' if len(tensors) == 1 else ''})"
     sc = f"({', '.join(scalars)}{',' if len(scalars) == 1 else ''})"
-    al = f"({', '.join(f'd_{t} & 15' for t in tensors)}{',' if len(tensors) == 1 else ''})"
+    # the pointers' 16-byte alignments packed in one int (4 bits per tensor): compared without
+    # building a tuple
+    al = " | ".join(f"((d_{t} & 15) << {4 * k})" if k else f"(d_{t} & 15)"
+                    for k, t in enumerate(tensors))  # fmt: skip
     ptrs = "".join(f", d_{t}" for t in tensors)
+    same_sc = f" and {sc} == sc" if scalars else ""  # (no scalars: every entry's sc is ())
     return (
         [
             "    if LA._RECORDING is None and RP.ENABLED and LA.FAST:",
-            "        for check, sc, al, recipe, cuda, rg in ENTRIES:",
-            f"            if check({', '.join(tensors)}) and {sc} == sc"
-            " and (cuda or RP.ANY_DEVICE):",
+            "        for check, sc, al, replay, cuda, rg in ENTRIES:",
+            f"            if check({', '.join(tensors)}){same_sc} and (cuda or RP.ANY_DEVICE):",
             *[f"                d_{t} = {t}.data_ptr()" for t in tensors],
-            f"                if {al} == al:",
-            f"                    out = recipe.fast({tup}{ptrs})",
+            f"                if ({al}) == al:",
+            f"                    out = replay({tup}{ptrs})",
             "                    if rg and grad_enabled():  # autograd records the call",
             "                        if out is REFUSED:",
             "                            return NEEDS_GRAD",
@@ -194,6 +197,34 @@ def _guard_type():
     return cls
 
 
+_MODES_SEEN: dict = {}
+_DISPATCH_STACK_LEN = getattr(torch._C, "_len_torch_dispatch_stack", None)
+
+
+def _guard_sees_modes(cls) -> bool:
+    """A guard of ``cls`` built outside any dispatch mode fails while one is active (tried once
+    per class, outside any mode: a guard checked inside a do-nothing mode), so a call that
+    passed such a guard has no dispatch mode to show its allocations to."""
+    seen = _MODES_SEEN.get(cls)
+    if seen is None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class _Nothing(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        try:
+            with torch._C.DisableTorchFunction():  # (a function mode does not see the probe)
+                t = torch.empty(2)
+                check = cls(t, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+                with _Nothing():
+                    seen = check(t) is False
+        except (TypeError, RuntimeError, SystemError):  # pragma: no cover - another torch
+            seen = False
+        _MODES_SEEN[cls] = seen
+    return seen
+
+
 def _learn(entries, guards, state, key, tensors, sc, al, recipe, rg):
     """After a key lookup found ``recipe``: put a guard that passes on this call's tensors
     first in ``entries``. A key can have several (the key does not hold what else a guard
@@ -220,7 +251,13 @@ def _learn(entries, guards, state, key, tensors, sc, al, recipe, rg):
             return
         if not check(*tensors):  # pragma: no cover - a guard that rejects its own tensors
             return
-        e = (check, sc, al, recipe, all(t.is_cuda for t in tensors), bool(rg))
+        # The recipe's guarded replay (``_replay._generate``: no dispatch-stack read) for a
+        # guard built outside any dispatch mode, when this torch's guards fail under one. A
+        # guard takes the thread's dispatch state as it is when built: one built under a mode
+        # passes under that mode, so it keeps the replay that reads the dispatch stack.
+        no_mode = _DISPATCH_STACK_LEN is not None and _DISPATCH_STACK_LEN() == 0
+        replay = recipe.gfast if no_mode and _guard_sees_modes(cls) else recipe.fast
+        e = (check, sc, al, replay, all(t.is_cuda for t in tensors), bool(rg))
         guards.setdefault(key, []).append(e)
     if e in entries:
         entries.remove(e)
@@ -271,7 +308,7 @@ def build(launcher, args, sig, tensors):
         "        STATS['refused'] += 1",
         "        return REFUSED",
         "    STATS['replays'] += 1",
-        f"    LEARN(ENTRIES, GUARDS, STATE, key, tensors, {sc}, {al}, recipe, {rg})",
+        f"    LEARN(ENTRIES, GUARDS, STATE, key, tensors, {sc}, ({al}), recipe, {rg})",
         "    return out",
     ]
     exec("\n".join(probe + hit), ns)  # noqa: S102 - built above from the argument kinds only
