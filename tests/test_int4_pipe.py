@@ -57,11 +57,11 @@ PIPELINED = [
 @pytest.mark.parametrize(
     "plan", PIPELINED, ids=lambda p: f"s{p.split_k}-g{p.groups_per_iter}-st{p.pipeline}"
 )
-@pytest.mark.parametrize("fold", [0, 1, 2], ids=["exact", "fold-group", "fold-word"])
+@pytest.mark.parametrize("fold", [False, True], ids=["exact", "fold"])
 def test_int4_pipelined_fma_gemv(plan, group, dtype, fold, poison, monkeypatch):
     # The FMA GEMV with Triton's pipelined loop (int4_gemv.py): odd N (a wrapped last tile),
     # 5 groups (not a multiple of the 2- and 4-group steps; split 3 leaves a split empty),
-    # M = 1 and M = 3 (one program per row), contiguous and strided x; FMA_FOLD 1 / 2: the
+    # M = 1 and M = 3 (one program per row), contiguous and strided x; FMA_FOLD: the
     # folded decode (``_fma_step_fold``), whose correction a wrong constant or nibble fails.
     monkeypatch.setattr(int4_mod, "FMA_FOLD", fold)
     N, K = 21, 5 * group
@@ -132,21 +132,20 @@ def test_int4_pipelined_sweep_plans_group_128(plan, poison):
 
 
 @kernels
-@pytest.mark.parametrize("fold", [1, 2], ids=["fold-group", "fold-word"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_int4_folded_fma_gemv_rounding_long_k(fold, dtype, poison, monkeypatch):
+def test_int4_folded_fma_gemv_rounding_long_k(dtype, poison, monkeypatch):
     # The folded decode sums x * 2**11 beside q * x and cancels it later: over a long K with an
     # x of large mean (the constant part dominates every partial sum) the result must still be
     # within the two-ulp tolerance of the FP64 reference, and match the exact decode closely.
-    monkeypatch.setattr(int4_mod, "FMA_FOLD", fold)
+    monkeypatch.setattr(int4_mod, "FMA_FOLD", True)
     plan = Int4Plan(block_m=1, block_n=16, groups_per_iter=4, split_k=1, num_warps=2, pipeline=3)
     N, K = 16, 4096
     qw = quantize_int4(rand(N, K, dtype=dtype, seed=5), 128)
     x = (rand(1, K, seed=6) + 4.0).to(dtype)  # mean 4: q * x small against x * 2**11
     w_exact = qw.dequantize(torch.float32)
     y = int4_linear(x, qw, plan=plan)
-    assert_close(y, int4_linear_ref(x, w_exact), msg=f"fold={fold}")
-    monkeypatch.setattr(int4_mod, "FMA_FOLD", 0)
+    assert_close(y, int4_linear_ref(x, w_exact), msg="folded")
+    monkeypatch.setattr(int4_mod, "FMA_FOLD", False)
     y0 = int4_linear(x, qw, plan=plan)
     scale = int4_linear_ref(x, w_exact).double().abs().max()
     assert (y.double() - y0.double()).abs().max() <= 4e-3 * scale
