@@ -48,8 +48,10 @@ def variants(N, K, sm):
         base = i4.Int4Plan(block_m=1, block_n=bn, groups_per_iter=gpi, split_k=1, num_warps=w,
                            pipeline=st, num_stages=1)  # fmt: skip
         tiles = triton.cdiv(N, bn)
-        for per_sm in (3, 6):
+        for per_sm in (0, 3, 6):  # 0: no split (one kernel, no reduction launch)
             sp = i4._split(tiles, sm, per_sm, K // 128, 2 * gpi, i4.MAX_SPLIT_K)
+            if per_sm == 0 and ((bn, w) not in ((16, 2), (32, 2)) or N * K > 8192 * 8192):
+                continue
             p = i4.Int4Plan(**{**base.__dict__, "split_k": sp})
             name = f"fold-{bn}x{gpi}-w{w}-st{st}-s{sp}"
             if all(v[0] != name for v in out) and p != rule:
