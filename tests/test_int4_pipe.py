@@ -57,10 +57,13 @@ PIPELINED = [
 @pytest.mark.parametrize(
     "plan", PIPELINED, ids=lambda p: f"s{p.split_k}-g{p.groups_per_iter}-st{p.pipeline}"
 )
-def test_int4_pipelined_fma_gemv(plan, group, dtype, poison):
+@pytest.mark.parametrize("fold", [False, True], ids=["exact", "fold"])
+def test_int4_pipelined_fma_gemv(plan, group, dtype, fold, poison, monkeypatch):
     # The FMA GEMV with Triton's pipelined loop (int4_gemv.py): odd N (a wrapped last tile),
     # 5 groups (not a multiple of the 2- and 4-group steps; split 3 leaves a split empty),
-    # M = 1 and M = 3 (one program per row), contiguous and strided x.
+    # M = 1 and M = 3 (one program per row), contiguous and strided x; FMA_FOLD: the
+    # folded decode (``_fma_step_fold``), whose correction a wrong constant or nibble fails.
+    monkeypatch.setattr(int4_mod, "FMA_FOLD", fold)
     N, K = 21, 5 * group
     for M in (1, 3):
         x, qw, w_exact = _case(M, N, K, group, dtype, seed=M + group)
@@ -68,7 +71,7 @@ def test_int4_pipelined_fma_gemv(plan, group, dtype, poison):
         assert_close(y, int4_linear_ref(x, w_exact), msg=f"M={M} {plan}")
         # the same steps in the same order as the register double-buffered loop: the same bits
         base = dataclasses.replace(plan, pipeline=0)
-        if interpreter_enabled():
+        if interpreter_enabled() and not fold:
             assert torch.equal(y, int4_linear(x, qw, plan=base)), f"M={M} {plan}"
     xs = _case(2, N, 2 * K, group, dtype, seed=3)[0][:1, ::2]  # stride_xk = 2
     assert_close(int4_linear(xs, qw, plan=plan), int4_linear_ref(xs, w_exact), msg=f"{plan}")
@@ -126,3 +129,23 @@ def test_int4_pipelined_sweep_plans_group_128(plan, poison):
     # rows), 10 groups (8 and 4 per step leave a partial last step), BF16.
     x, qw, w_exact = _case(1, 70, 1280, 128, torch.bfloat16, seed=21)
     assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"{plan}")
+
+
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_int4_folded_fma_gemv_rounding_long_k(dtype, poison, monkeypatch):
+    # The folded decode sums x * 2**11 beside q * x and cancels it later: over a long K with an
+    # x of large mean (the constant part dominates every partial sum) the result must still be
+    # within the two-ulp tolerance of the FP64 reference, and match the exact decode closely.
+    monkeypatch.setattr(int4_mod, "FMA_FOLD", True)
+    plan = Int4Plan(block_m=1, block_n=16, groups_per_iter=4, split_k=1, num_warps=2, pipeline=3)
+    N, K = 16, 4096
+    qw = quantize_int4(rand(N, K, dtype=dtype, seed=5), 128)
+    x = (rand(1, K, seed=6) + 4.0).to(dtype)  # mean 4: q * x small against x * 2**11
+    w_exact = qw.dequantize(torch.float32)
+    y = int4_linear(x, qw, plan=plan)
+    assert_close(y, int4_linear_ref(x, w_exact), msg="folded")
+    monkeypatch.setattr(int4_mod, "FMA_FOLD", False)
+    y0 = int4_linear(x, qw, plan=plan)
+    scale = int4_linear_ref(x, w_exact).double().abs().max()
+    assert (y.double() - y0.double()).abs().max() <= 4e-3 * scale

@@ -119,6 +119,10 @@ GEMV_PROGRAMS_PER_SM = 6
 # 1x14336x4096 17.5 (19.0), 1x4096x14336 17.5 (19.8). The same loop with 64 rows x 1 group per
 # step ran as the old kernel (60.6 / 123.2 us): the longer per-row runs are what made it faster.
 FMA_PIPELINE = 3  # 0: the old register double-buffered loop
+# The pipelined FMA GEMV's decode: False = exact (magic 2**23, one FADD per value), True = the
+# offset folded out of the loop (``int4_gemv._fma_step_fold``, ~20% fewer SASS instructions per
+# weight value: experiments/int4one_sass.py).
+FMA_FOLD = False
 FMA_PIPE_BLOCK_N = 32
 FMA_PIPE_K_PER_ITER = 512  # 4 groups of 128: 256 B of each row per step
 FMA_PIPE_PROGRAMS_PER_SM = 3
@@ -412,7 +416,8 @@ def int4_linear_packed(
             ) from None
     if plan.pipeline:
         asm = USE_ASM_DECODE and not interpreter_enabled()
-        launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm, FOLD_OFFSET)
+        launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm, FOLD_OFFSET,
+                         FMA_FOLD)  # fmt: skip
     else:
         _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, x.dtype, upcast)
     if plan.split_k > 1:

@@ -17,14 +17,69 @@ import triton
 import triton.language as tl
 
 from ._launch import launch
-from .int4_kernels import _MAGIC_F32, _dequant_halves, _fma_step, _fold_offset
+from .int4_kernels import _MAGIC_F32, _XOR8, _dequant_halves, _fma_step, _fold_offset
+
+_MAGIC_ONE = 0x3F800000  # 1.0 in FP32: the magic of the folded decode (``_fma_step_fold``)
+
+
+@triton.jit
+def _nib1(w, K: tl.constexpr, one):
+    # the nibble u at bits K..K+3 of w (K = 12 or 16) in 1.0's mantissa, one LOP3: exactly
+    # 1 + u * 2**(K - 23). (Folding the XOR by 8 into the same LOP3, (w & M) ^ (one | 8 << K),
+    # compiled to two LOP3s per value on sm_90: the word is XORed once instead.)
+    return ((w & (0xF << K)) | one).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _fma_step_fold(b, xv, sc, one, GPI: tl.constexpr, WPAD: tl.constexpr):
+    """``_fma_step`` with the offset folded out of the inner loop (``int4.FMA_FOLD``): every
+    nibble is moved by one shift (shared by two nibbles) to bit 12 or 16 of its word and decoded
+    in one LOP3 as v = 1 + u * 2**(k - 23), u = q + 8 (exact), multiplied by x' = x * 2**(23 - k)
+    (exact, one per x value, shared by the rows of a thread): v * x' = x' + u * x. The constant
+    part sum(x' + 8 * x) depends on x alone: each word's FFMA chain starts at minus its word's
+    part (no extra instruction; subtracted once per group instead, the sums grow 16x larger and
+    FP16 outputs failed the two-ulp tolerance at K = 4096 with x of mean 4). Per weight value:
+    LOP3 + FFMA + 3/8 shift + 1/8 XOR, against 1/8 XOR + 1/8 shift + LOP3 + FADD + FFMA in ``_fma_step``.
+    Rounding: the chains carry x' = x * 2**11 or 2**7 beside q * x, so they round at about 2**-13
+    of |x| per term (the exact decode: 2**-24); per word that stays within the output's two-ulp
+    tolerance in BF16 and FP16 (tests/test_int4_pipe.py, x of mean 4 over K = 4096)."""
+    x = xv.to(tl.float32)
+    ei = tl.arange(0, 8)
+    odd = (ei % 2) == 1  # even word positions sit at bit 16, odd ones at bit 12
+    xs = x * tl.where(odd, 2048.0, 128.0)[None, None, :]  # x * 2**(23 - k)
+    corr = tl.sum(x * tl.where(odd, 2056.0, 136.0)[None, None, :], axis=2)  # [GPI, WPAD]
+    xa, xb = tl.split(tl.reshape(xs, (GPI, WPAD, 4, 2)))  # i even / odd
+    xa0, xa1 = tl.split(tl.reshape(xa, (GPI, WPAD, 2, 2)))  # i in {0, 4} / {2, 6}
+    xb0, xb1 = tl.split(tl.reshape(xb, (GPI, WPAD, 2, 2)))  # i in {1, 5} / {3, 7}
+    x0, x4 = tl.split(xa0)
+    x2, x6 = tl.split(xa1)
+    x1, x5 = tl.split(xb0)
+    x3, x7 = tl.split(xb1)
+    w = b ^ _XOR8  # u = q + 8 in every nibble
+    wu = w.to(tl.uint32, bitcast=True)
+    rot = ((wu << 16) | (wu >> 16)).to(tl.int32, bitcast=True)  # nibble 0 -> bit 16, 7 -> 12
+    lo = w << 8  # nibbles 1, 2 -> bits 12, 16
+    hi = w >> 8  # nibbles 5, 6 -> bits 12, 16
+    t = _nib1(rot, 16, one) * x0[None, :, :] - corr[None, :, :]
+    t += _nib1(lo, 12, one) * x1[None, :, :]
+    t += _nib1(lo, 16, one) * x2[None, :, :]
+    t += _nib1(w, 12, one) * x3[None, :, :]
+    t += _nib1(w, 16, one) * x4[None, :, :]
+    t += _nib1(hi, 12, one) * x5[None, :, :]
+    t += _nib1(hi, 16, one) * x6[None, :, :]
+    t += _nib1(rot, 12, one) * x7[None, :, :]
+    p = tl.sum(t, axis=2)  # [BN, GPI]: one group's sum of q * x per row
+    return tl.sum(p * sc.to(tl.float32), axis=1)
 
 
 @triton.jit(do_not_specialize=["M", "magic"])
 def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
                            stride_xm, stride_xk, stride_wn, stride_sn, stride_ym, stride_yn,
                            GROUP: tl.constexpr, WPAD: tl.constexpr, BLOCK_N: tl.constexpr,
-                           GPI: tl.constexpr, SPLIT_K: tl.constexpr, STAGES: tl.constexpr):  # fmt: skip
+                           GPI: tl.constexpr, SPLIT_K: tl.constexpr, STAGES: tl.constexpr,
+                           FOLD: tl.constexpr = False):  # fmt: skip
+    # FOLD: the folded decode ``_fma_step_fold`` (magic 1.0), else the exact one (``_fma_step``,
+    # magic 2**23).
     # I/O (compulsory): read packed N*K/2 B (as int32 words) + scales N*K/GROUP + x K per row,
     # write y M*N; SPLIT_K > 1 also writes SPLIT_K*M*N FP32 partials. FLOPs 2*M*N*K.
     pid = tl.program_id(0)
@@ -68,7 +123,10 @@ def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
             xmask = gmask[:, None, None] & (wi < WORDS)[None, :, None]
         b = tl.load(w_base + g0 * WORDS, mask=wmask, other=0)
         xv = tl.load(x_base + (g0 * GROUP).to(tl.int64) * stride_xk, mask=xmask, other=0.0)
-        acc += _fma_step(b, xv, sc, xscale, magic, GPI, WPAD)
+        if FOLD:
+            acc += _fma_step_fold(b, xv, sc, magic, GPI, WPAD)
+        else:
+            acc += _fma_step(b, xv, sc, xscale, magic, GPI, WPAD)
     n_mask = offs_n < N
     if SPLIT_K == 1:
         y_ptrs = y_ptr + pid_m.to(tl.int64) * stride_ym + offs_n.to(tl.int64) * stride_yn
@@ -178,10 +236,13 @@ def _int4_gemv_dot_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K,
         tl.store(p_ptrs, acc, mask=mask)
 
 
-def launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm, fold):
+def launch_pipelined(
+    plan, grid, x2, w, scales, y, part, group_size, upcast, asm, fold, fma_fold=False
+):
     """Launch the pipelined GEMV of ``plan`` (``plan.pipeline >= 2``; ``int4.int4_linear_packed``
     has checked the operands, sliced x into rows and viewed the weight as int32 words for
-    ``block_m == 1``). ``asm`` / ``fold``: the tensor-core GEMV's PTX decode and offset fold."""
+    ``block_m == 1``). ``asm`` / ``fold``: the tensor-core GEMV's PTX decode and offset fold;
+    ``fma_fold``: the FMA GEMV's folded decode."""
     M, K = x2.shape
     N = y.shape[1]
     strides = (x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1))
@@ -195,5 +256,7 @@ def launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm
                X_BF16=x2.dtype == torch.bfloat16, UPCAST=upcast, ASM=asm, FOLD=fold,
                **common)  # fmt: skip
     else:
-        launch(_int4_gemv_pipe_kernel, grid, x2, w, scales, y, part, M, N, K, _MAGIC_F32,
-               *strides, WPAD=triton.next_power_of_2(max(group_size // 8, 1)), **common)  # fmt: skip
+        magic = _MAGIC_ONE if fma_fold else _MAGIC_F32
+        launch(_int4_gemv_pipe_kernel, grid, x2, w, scales, y, part, M, N, K, magic, *strides,
+               WPAD=triton.next_power_of_2(max(group_size // 8, 1)), FOLD=bool(fma_fold),
+               **common)  # fmt: skip
