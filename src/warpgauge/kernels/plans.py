@@ -206,14 +206,20 @@ class RowPlan:
       are computed (two row blocks of loads in flight; more registers).
     - ``programs_per_sm`` with a resident plan: softmax and add_rms_norm forward (``rows ==
       1``; add_rms_norm: aligned rows) run a persistent grid that loads the next row while it
-      computes the current one; add_rms_norm's
-      backward uses it as row groups per SM (0: ``RMS_BWD_GROUPS_PER_SM``); others ignore it.
+      computes the current one; row_sum (any ``rows``, any alignment) a persistent grid of
+      ``[rows, block]`` tiles that loads the next tile while it reduces the current one;
+      add_rms_norm's backward uses it as row groups per SM (0: ``RMS_BWD_GROUPS_PER_SM``);
+      others ignore it.
     - ``align``: allow the aligned-body path for unaligned rows (``_rows.py``); off forces
       scalar access (a tuning control, never worth choosing).
     - ``stages``: looped softmax and row_sum only; ``k > 0`` asks Triton to software-pipeline
       the chunk loops ``k`` deep (``tl.range(num_stages=k)``: the next chunks' loads are issued
       before the current one is reduced); 0 leaves the loops as plain ranges. Also the slice
       loops of a looped cooperative softmax (``sub``).
+    - ``w_early``: add_rms_norm forward, resident (without ``programs_per_sm``) and register
+      cooperative plans: load the weight together with x and r (resident) or before the
+      statistics exchange (cooperative), so its latency hides behind theirs; off loads it after
+      the row's reduction. Others ignore it.
     - ``sub``: cooperative softmax and add_rms_norm forward; ``s > 0`` walks each program's
       ``block``-wide chunk in ``s``-wide slices twice (statistics, then after the exchange a
       second read, from L2, and the write: ``softmax_coop.py``, ``rmsnorm_coop.py``) instead of
@@ -232,6 +238,7 @@ class RowPlan:
     align: bool = True
     stages: int = 0
     sub: int = 0
+    w_early: bool = False
 
     def __post_init__(self):
         if self.kind not in ("resident", "looped", "split", "coop"):
