@@ -131,6 +131,12 @@ def candidates(op, rows, n, smoke=False):
             c.append(P("resident", b, P.resident(n).num_warps, programs_per_sm=k))
     if op == "rms" and n > 32768:  # the weight before the exchange
         c += [replace(P.coop(*bw), w_early=True) for bw in ((4096, 4), (8192, 8), (2048, 4))]
+        c += [
+            P.coop(16384, 16),
+            replace(P.coop(16384, 16), w_early=True),  # fewer, larger
+            replace(P.coop(16384, 8), w_early=True),
+            replace(P.coop(32768, 32), w_early=True),
+        ]
     return c
 
 
