@@ -101,3 +101,43 @@ def test_add_rms_norm_w_early_strided_empty(rows, width, plan, device):
     e = torch.empty((0, width), dtype=torch.float16, device=device)
     y, h = rms_k.add_rms_norm(e, e, w, 1e-6, plan=plan)
     assert y.shape == h.shape == (0, width)
+
+
+H200_L2 = 60 << 20
+
+
+def test_row_sum_rule_tiles_of_two_rows_at_body_1024():
+    """Many rows of body 1024 (widths 520-1031) go two per program (S9: 74898x896 1.48x,
+    16384x896 1.34x); fewer rows, other bodies and the other operators are unchanged."""
+
+    def rule(rows, width, op="row_sum"):
+        return RowPlan.for_shape(rows, width, 132, op, H200_L2, 2)
+
+    two = RowPlan("resident", 1024, 4, rows=2)
+    assert rule(74898, 896) == rule(16384, 896) == rule(4224, 1024) == rule(5000, 521) == two
+    assert rule(4223, 896) == RowPlan("resident", 1024, 2)  # below 32 rows per SM
+    assert rule(2048, 896) == RowPlan("resident", 1024, 2)
+    assert rule(32768, 2048) == RowPlan("resident", 2048, 2)  # body 2048: one row
+    assert rule(16384, 4096) == RowPlan("resident", 4096, 4)
+    assert rule(74898, 896, "softmax").rows == rule(74898, 896, "rms").rows == 1
+
+
+def test_row_sum_rule_path_runs(device):
+    """The automatic plan at body 1024 with 2-row tiles (interpreter: 4 SMs, so 128 rows and
+    up), an odd row count so the last tile is half empty, aligned and unaligned widths."""
+    from warpgauge.kernels._launch import row_plan
+
+    for width in (600, 1001):
+        x = _rand((129, width), torch.bfloat16, device, scale=2.0, seed=10)
+        assert row_plan(129, width, x.device, None, "row_sum", 2).rows == 2
+        assert_close(row_sum_k.row_sum(x), row_sum_ref(x))
+
+
+def test_candidates_hold_the_new_plans():
+    """The plan grid can force the persistent row_sum tiles and add_rms_norm's weight-load twin."""
+    rs = RowPlan.candidates(16384, 4096, 132, "row_sum", H200_L2, 2)
+    assert RowPlan("resident", 4096, 4, programs_per_sm=8) in rs
+    rms = RowPlan.candidates(1, 4096, 132, "rms", H200_L2, 2)
+    assert rms[0] == RowPlan.resident(4096) and dataclasses.replace(rms[0], w_early=True) in rms
+    coop = RowPlan.candidates(64, 131072, 132, "rms", H200_L2, 2)
+    assert dataclasses.replace(coop[0], w_early=True) in coop
