@@ -36,10 +36,12 @@ def main():
     ap.add_argument("json")
     ap.add_argument("--op", default="")
     ap.add_argument("--all", action="store_true", help="print every plan of every cell")
+    ap.add_argument("--copy", type=float, default=0.0,
+                    help="copy ceiling in TB/s for the %% column (default: the sweep's own)")  # fmt: skip
     a = ap.parse_args()
     with open(a.json) as fh:
         d = json.load(fh)
-    sm, l2, copy = d["sm"], d["l2"], d.get("copy_tbps")
+    sm, l2, copy = d["sm"], d["l2"], a.copy or d.get("copy_tbps")
     rows_out, old_reg, new_reg, gains, missing = [], [], [], [], []
     for (op, rows, n, fam), rs in cells(d["results"]).items():
         if a.op and op != a.op:
