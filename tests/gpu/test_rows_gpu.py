@@ -257,3 +257,47 @@ def test_coop_plans_deterministic_and_compiled(shape):
     got, want = torch.compile(block, fullgraph=True, dynamic=True)(x, r), block(x, r)
     assert_close(got[0], want[0], relative=True)
     assert_close(got[1], want[1])
+
+
+# row_sum's persistent tile plans and add_rms_norm's early weight load at full size (rowsum9).
+ROW_SUM_PERSIST = [
+    (16384, 4096, RowPlan("resident", 4096, 4, programs_per_sm=8)),
+    (16380, 4097, RowPlan("resident", 4096, 8, rows=2, programs_per_sm=4)),  # aligned body
+    (74898, 896, RowPlan("resident", 1024, 8, rows=4, programs_per_sm=8)),
+    (5, 16384, RowPlan("resident", 16384, 8, programs_per_sm=4)),  # fewer rows than programs
+]
+
+
+@pytest.mark.parametrize("rows,width,plan", ROW_SUM_PERSIST, ids=lambda v: str(v)[:24])
+def test_row_sum_persistent_full_size(rows, width, plan):
+    from warpgauge.kernels import row_sum as row_sum_k
+
+    x = _rand((rows, width), torch.bfloat16, 11, 3.0)
+    assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x))
+    xs = _rand((rows, width + 3), torch.bfloat16, 12)[:, 1 : 1 + width]  # strided rows
+    assert_close(row_sum_k.row_sum(xs, torch.float32, plan=plan), row_sum_ref(xs, torch.float32))
+
+
+@pytest.mark.parametrize(
+    "rows,width,plan",
+    [
+        (1, 4096, RowPlan.resident(4096)),
+        (1024, 1024, RowPlan.resident(1024, rows=2)),
+        (300, 4097, RowPlan.resident(4097)),
+        (64, 131072, RowPlan.coop(4096, 4)),
+        (16, 151936, RowPlan.coop(8192, 8)),
+    ],  # fmt: skip
+    ids=lambda v: str(v)[:24],
+)
+def test_add_rms_norm_w_early_full_size(rows, width, plan):
+    import dataclasses
+
+    p = dataclasses.replace(plan, w_early=True)
+    x, r, w = _rand((rows, width), torch.bfloat16, 13), _rand((rows, width), torch.bfloat16, 14), \
+        _rand((width,), torch.bfloat16, 15)  # fmt: skip
+    y, h = rms_k.add_rms_norm(x, r, w, 1e-6, plan=p)
+    y_ref, h_ref = add_rms_norm_ref(x, r, w)
+    assert_close(y, y_ref)
+    assert_close(h, h_ref)
+    y0, h0 = rms_k.add_rms_norm(x, r, w, 1e-6, plan=dataclasses.replace(p, w_early=False))
+    assert torch.equal(y, y0) and torch.equal(h, h0)

@@ -20,7 +20,7 @@ forced by passing it as ``plan=`` to a launcher.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import triton
 
@@ -157,6 +157,13 @@ UNALIGNED_WARPS = {"softmax": 4, "rms": 8}
 # 65 rows of 2^25 (8192 chunks each, found by the GPU indexing test, which then ran for minutes)
 # go to split or looped plans.
 COOP_MAX_CHUNKS_PER_SM = 2
+# rowsum9 sweep (results/rowsum9-h200/rowsum9.json, "S9"; experiments/rowsum9_sweep.py: BF16,
+# CUDA-graph replay, inputs rotated past 3x L2, FP64-gated). row_sum rows whose body is 1024
+# (widths 520-1031), many rows: tiles of two rows (4 warps) instead of one row per program at
+# 2 warps: S9 74898x896 33.4 us vs 49.4 (torch 44.6), 16384x896 10.1 vs 13.6; at 2048 rows
+# (15 per SM) level (4.6 vs 4.3 us, within noise). Narrower bodies were not measured.
+ROW_SUM_TILE_BODY = 1024
+ROW_SUM_TILE_MIN_ROWS_PER_SM = 32
 # Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
 COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
 
@@ -206,14 +213,20 @@ class RowPlan:
       are computed (two row blocks of loads in flight; more registers).
     - ``programs_per_sm`` with a resident plan: softmax and add_rms_norm forward (``rows ==
       1``; add_rms_norm: aligned rows) run a persistent grid that loads the next row while it
-      computes the current one; add_rms_norm's
-      backward uses it as row groups per SM (0: ``RMS_BWD_GROUPS_PER_SM``); others ignore it.
+      computes the current one; row_sum (any ``rows``, any alignment) a persistent grid of
+      ``[rows, block]`` tiles that loads the next tile while it reduces the current one;
+      add_rms_norm's backward uses it as row groups per SM (0: ``RMS_BWD_GROUPS_PER_SM``);
+      others ignore it.
     - ``align``: allow the aligned-body path for unaligned rows (``_rows.py``); off forces
       scalar access (a tuning control, never worth choosing).
     - ``stages``: looped softmax and row_sum only; ``k > 0`` asks Triton to software-pipeline
       the chunk loops ``k`` deep (``tl.range(num_stages=k)``: the next chunks' loads are issued
       before the current one is reduced); 0 leaves the loops as plain ranges. Also the slice
       loops of a looped cooperative softmax (``sub``).
+    - ``w_early``: add_rms_norm forward, resident (without ``programs_per_sm``) and register
+      cooperative plans: load the weight together with x and r (resident) or before the
+      statistics exchange (cooperative), so its latency hides behind theirs; off loads it after
+      the row's reduction. Others ignore it.
     - ``sub``: cooperative softmax and add_rms_norm forward; ``s > 0`` walks each program's
       ``block``-wide chunk in ``s``-wide slices twice (statistics, then after the exchange a
       second read, from L2, and the write: ``softmax_coop.py``, ``rmsnorm_coop.py``) instead of
@@ -232,6 +245,7 @@ class RowPlan:
     align: bool = True
     stages: int = 0
     sub: int = 0
+    w_early: bool = False
 
     def __post_init__(self):
         if self.kind not in ("resident", "looped", "split", "coop"):
@@ -365,7 +379,9 @@ class RowPlan:
         - resident when the row's aligned body fits ``RESIDENT_MAX``, unless the row is wider
           than ``SPLIT_MIN_WIDTH`` and there are fewer than ``RESIDENT_WIDE_MIN_ROWS_PER_SM *
           sm_count`` rows; row_sum stays resident there (``ROW_SUM_FEW_WARPS`` warps below SM
-          rows), softmax and add_rms_norm take ``COOP_FEW_NARROW`` cooperative chunks;
+          rows), softmax and add_rms_norm take ``COOP_FEW_NARROW`` cooperative chunks; row_sum
+          rows of body ``ROW_SUM_TILE_BODY`` go two per program from
+          ``ROW_SUM_TILE_MIN_ROWS_PER_SM * sm_count`` rows;
         - otherwise cooperative (``coop``), while a row has at most ``COOP_MAX_CHUNKS_PER_SM *
           sm_count`` chunks: add_rms_norm at any row count; row_sum when its chunks give at
           least one program per SM; softmax with at least SM rows wider than
@@ -395,6 +411,12 @@ class RowPlan:
             unaligned = width % 8 != 0  # contiguous rows take the aligned-body path (_rows.py)
             if op == "softmax" and unaligned and body == 8192:
                 return cls.resident(width, num_warps=UNALIGNED_WARPS["softmax"])
+            if (
+                op == "row_sum"
+                and body == ROW_SUM_TILE_BODY
+                and rows >= ROW_SUM_TILE_MIN_ROWS_PER_SM * sm_count
+            ):
+                return cls.resident(width, rows=2, num_warps=4)
             if op in ("softmax", "row_sum"):
                 return cls.resident(width, num_warps=_softmax_warps(body))
             if op == "rms" and unaligned and body in (8192, 16384):
@@ -466,6 +488,9 @@ class RowPlan:
             for r in (2, 4, 8, 16):
                 if r * body <= 4096 and r <= rows:
                     out.append(cls.resident(width, rows=r))
+            if op == "row_sum" and body <= 16384:  # persistent tiles with prefetch (S9)
+                w = _softmax_warps(body)
+                out.append(RowPlan("resident", body, w, programs_per_sm=max(1, 32 // w)))
             if op == "rms" and body >= 4096:  # 32768 spills at 16 warps (ptxas): use 32
                 w = _warps(body) if body <= 16384 else 32
                 for k in (1, 2):
@@ -501,5 +526,12 @@ class RowPlan:
                 for per_sm in (4, 8, 16):
                     if block < width:
                         out.append(cls.split_for(rows, width, sm_count, block, per_sm))
+        first = out[0]
+        if (
+            op == "rms"
+            and first.kind in ("resident", "coop")
+            and not (first.programs_per_sm or first.sub)
+        ):
+            out.append(replace(first, w_early=not first.w_early))  # the weight's load (S9)
         seen: set[RowPlan] = set()
         return [p for p in out if not (p in seen or seen.add(p))]

@@ -66,8 +66,11 @@ def _rms_resident(
     ROWS: tl.constexpr,
     ALIGN: tl.constexpr,
     S8: tl.constexpr,
+    W_EARLY: tl.constexpr = False,
 ):
     # I/O: read ROWS rows of x and r, w once per program; write ROWS rows of h and y.
+    # W_EARLY issues w's load with x and r (its latency hidden behind theirs) instead of after
+    # the row's reduction.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = (rows < n_rows)[:, None]
     if S8:
@@ -79,13 +82,16 @@ def _rms_resident(
         head, start, blen = body_span(base, N)
         head, start, blen = head[:, None], start[:, None], blen[:, None]
         bm = rmask & (offs < blen)
+        ecol, em = edge_index(head, blen, N)
+        em = em & rmask
+        if W_EARLY:
+            w = tl.load(w_ptr + head + offs, mask=bm, other=0.0)
+            we = tl.load(w_ptr + ecol, mask=em, other=0.0)
         x = tl.load(x_ptr + start + offs, mask=bm, other=0.0).to(tl.float32)
         r = tl.load(r_ptr + start + offs, mask=bm, other=0.0).to(tl.float32)
         h = (x + r).to(h_ptr.dtype.element_ty)
         tl.store(h_ptr + start + offs, h, mask=bm)
         hf = h.to(tl.float32)
-        ecol, em = edge_index(head, blen, N)
-        em = em & rmask
         eo = base[:, None] + ecol
         xe = tl.load(x_ptr + eo, mask=em, other=0.0).to(tl.float32)
         re = tl.load(r_ptr + eo, mask=em, other=0.0).to(tl.float32)
@@ -96,13 +102,17 @@ def _rms_resident(
             1.0
             / tl.sqrt((tl.sum(hf * hf, 1) + tl.sum(hef * hef, 1)) / N + tl.cast(eps, tl.float32))
         )[:, None]
-        w = tl.load(w_ptr + head + offs, mask=bm, other=0.0).to(tl.float32)
-        we = tl.load(w_ptr + ecol, mask=em, other=0.0).to(tl.float32)
-        tl.store(y_ptr + start + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=bm)
-        tl.store(y_ptr + eo, (hef * rstd * we).to(y_ptr.dtype.element_ty), mask=em)
+        if not W_EARLY:
+            w = tl.load(w_ptr + head + offs, mask=bm, other=0.0)
+            we = tl.load(w_ptr + ecol, mask=em, other=0.0)
+        y = (hf * rstd * w.to(tl.float32)).to(y_ptr.dtype.element_ty)
+        tl.store(y_ptr + start + offs, y, mask=bm)
+        tl.store(y_ptr + eo, (hef * rstd * we.to(tl.float32)).to(y_ptr.dtype.element_ty), mask=em)
     else:
         cm = offs < N
         mask = rmask & cm
+        if W_EARLY:
+            w = tl.load(w_ptr + offs, mask=cm, other=0.0)
         x = tl.load(x_ptr + (rows * x_stride)[:, None] + offs, mask=mask, other=0.0)
         r = tl.load(r_ptr + (rows * r_stride)[:, None] + offs, mask=mask, other=0.0)
         h = (x.to(tl.float32) + r.to(tl.float32)).to(h_ptr.dtype.element_ty)
@@ -110,8 +120,10 @@ def _rms_resident(
         tl.store(h_ptr + ob + offs, h, mask=mask)
         hf = h.to(tl.float32)
         rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + tl.cast(eps, tl.float32)))[:, None]
-        w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
-        tl.store(y_ptr + ob + offs, (hf * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+        if not W_EARLY:
+            w = tl.load(w_ptr + offs, mask=cm, other=0.0)
+        y = (hf * rstd * w.to(tl.float32)).to(y_ptr.dtype.element_ty)
+        tl.store(y_ptr + ob + offs, y, mask=mask)
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -293,7 +305,9 @@ def _rms_coop(
     GP: tl.constexpr,
     ALIGN: tl.constexpr,
     S8: tl.constexpr,
+    W_EARLY: tl.constexpr = False,
 ):
+    # W_EARLY: w's chunk is loaded before the exchange, so its latency hides behind the wait.
     # Cooperative split: program pid takes chunk pid % G of row pid // G, keeps h in registers,
     # publishes the chunk's sum of squares (with a marker word, so a slot is never 0), waits for
     # the row's other chunks, adds them in chunk order and writes y. The G programs of a row are
@@ -321,13 +335,17 @@ def _rms_coop(
         ecol = tl.arange(0, 16)
         em = ecol < 0
     h_ty = h_ptr.dtype.element_ty
+    idx = c * BLOCK + tl.arange(0, BLOCK)
+    m = idx < blen
+    emc = em & (ecol < tl.where(c == 0, N, 0))
+    if W_EARLY:
+        w = tl.load(w_ptr + head + idx, mask=m, other=0.0)
+        we = tl.load(w_ptr + ecol, mask=emc, other=0.0)
     h, he, ss = _coop_chunk(x_ptr, r_ptr, xs, rs, ob, blen, ecol, em, c, h_ty, BLOCK)
     slots = slot_ptr + row * G
     tl.atomic_xchg(slots + c, pack2(tl.full([], 1.0, tl.float32), ss))
-    idx = c * BLOCK + tl.arange(0, BLOCK)
-    m = idx < blen
     tl.store(h_ptr + hs + idx, h, mask=m)
-    tl.store(h_ptr + ob + ecol, he, mask=em & (ecol < tl.where(c == 0, N, 0)))
+    tl.store(h_ptr + ob + ecol, he, mask=emc)
     v, missing = wait_slots(slots, spin, G, GP)
     k = tl.arange(0, GP)
     if missing > 0:  # row-mates not scheduled in time: compute their sums here
@@ -335,14 +353,15 @@ def _rms_coop(
     _one, sv = unpack2(v)
     total = tl.sum(tl.where(k < G, sv, 0.0), 0)
     rstd = 1.0 / tl.sqrt(total / N + tl.cast(eps, tl.float32))
-    w = tl.load(w_ptr + head + idx, mask=m, other=0.0).to(tl.float32)
-    tl.store(y_ptr + hs + idx, (h.to(tl.float32) * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
+    if not W_EARLY:
+        w = tl.load(w_ptr + head + idx, mask=m, other=0.0)
+    y = (h.to(tl.float32) * rstd * w.to(tl.float32)).to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + hs + idx, y, mask=m)
     if ALIGN:
-        we = tl.load(w_ptr + ecol, mask=em & (ecol < tl.where(c == 0, N, 0)), other=0.0).to(
-            tl.float32
-        )
-        ye = (he.to(tl.float32) * rstd * we).to(y_ptr.dtype.element_ty)
-        tl.store(y_ptr + ob + ecol, ye, mask=em & (ecol < tl.where(c == 0, N, 0)))
+        if not W_EARLY:
+            we = tl.load(w_ptr + ecol, mask=emc, other=0.0)
+        ye = (he.to(tl.float32) * rstd * we.to(tl.float32)).to(y_ptr.dtype.element_ty)
+        tl.store(y_ptr + ob + ecol, ye, mask=emc)
 
 
 @triton.jit(do_not_specialize=["chunk", "n_chunks"])
@@ -453,7 +472,8 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
     elif p.kind == "resident":
         block = p.resident_block(n, align)
         launch(_rms_resident, (p.programs(rows, 1),), x2, r2, weight, y, h, xs, rs, rows, eps,
-            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, W_EARLY=p.w_early,
+            num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "coop" and p.sub:
         g = p.coop_chunks(n, align)
@@ -465,7 +485,8 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
         g = p.coop_chunks(n, align)
         launch(_rms_coop, (rows * g,), x2, r2, weight, y, h, coop_slots(rows, g, x.device),
             xs, rs, rows, eps, coop_spin(), N=n, BLOCK=p.block, G=g,
-            GP=triton.next_power_of_2(g), ALIGN=align, S8=s8, num_warps=p.num_warps,
+            GP=triton.next_power_of_2(g), ALIGN=align, S8=s8, W_EARLY=p.w_early,
+            num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "looped":
         grid = (p.programs(rows, device_info(x.device).sm_count),)

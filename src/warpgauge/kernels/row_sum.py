@@ -69,6 +69,59 @@ def _row_sum_resident(
     tl.store(y_ptr + rows, total.to(y_ptr.dtype.element_ty), mask=rm)
 
 
+@triton.jit
+def _tile_load(x_ptr, rows, n_rows, x_stride, N: tl.constexpr, BLOCK: tl.constexpr,
+               ALIGN: tl.constexpr):  # fmt: skip
+    """A [ROWS, BLOCK] tile of rows (body) and its [ROWS, 16] scalar edge, in x's dtype; rows at
+    or past ``n_rows`` load zeros."""
+    rmask = (rows < n_rows)[:, None]
+    xb1 = rows * x_stride
+    offs = tl.arange(0, BLOCK)[None, :]
+    if ALIGN:
+        head, start, blen = body_span(xb1, N)
+        head, start, blen = head[:, None], start[:, None], blen[:, None]
+        x = tl.load(x_ptr + start + offs, mask=rmask & (offs < blen), other=0.0)
+        ecol, em = edge_index(head, blen, N)
+        xe = tl.load(x_ptr + xb1[:, None] + ecol, mask=em & rmask, other=0.0)
+    else:
+        x = tl.load(x_ptr + xb1[:, None] + offs, mask=rmask & (offs < N), other=0.0)
+        xe = tl.zeros([x.shape[0], 16], x.dtype)
+    return x, xe
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def _row_sum_persist(
+    x_ptr,
+    y_ptr,
+    x_stride,
+    n_rows,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+):
+    # Persistent resident plan: program pid takes row tiles pid, pid + programs, ... of ROWS
+    # rows and loads the next tile before reducing the current one, so each SM keeps loads in
+    # flight while it reduces and no program is launched per tile.
+    # I/O: read x once, write one value per row.
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    ar = tl.arange(0, ROWS)
+    t = pid.to(tl.int64)
+    x, xe = _tile_load(x_ptr, t * ROWS + ar, n_rows, x_stride, N, BLOCK, ALIGN)
+    for _ in range(0, tl.cdiv(tl.cdiv(n_rows, ROWS) - pid, nprog)):
+        rows = t * ROWS + ar
+        t += nprog
+        xn, xen = _tile_load(x_ptr, t * ROWS + ar, n_rows, x_stride, N, BLOCK, ALIGN)
+        total = tl.sum(x.to(tl.float32), 1) + tl.sum(xe.to(tl.float32), 1)
+        tl.store(y_ptr + rows, total.to(y_ptr.dtype.element_ty), mask=rows < n_rows)
+        x = xn
+        xe = xen
+
+
 @triton.jit(do_not_specialize=["n_rows"])
 def _row_sum_looped(
     x_ptr, y_ptr, x_stride, n_rows, N: tl.constexpr, BLOCK: tl.constexpr, ALIGN: tl.constexpr,
@@ -190,7 +243,14 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
     p = plan_for(rows, n, x.device, plan, "row_sum", x.element_size())
     align = p.align and align_for(n, stride)
     s8 = stride8(stride)
-    if p.kind == "resident":
+    if p.kind == "resident" and p.programs_per_sm:
+        block = p.resident_block(n, align)
+        tiles = p.programs(rows, 1)
+        grid = (max(1, min(tiles, p.programs_per_sm * device_info(x.device).sm_count)),)
+        launch(_row_sum_persist, grid, x2, y, stride, rows,
+            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+        )  # fmt: skip
+    elif p.kind == "resident":
         block = p.resident_block(n, align)
         launch(_row_sum_resident, (p.programs(rows, 1),), x2, y, stride, rows,
             N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
