@@ -257,3 +257,27 @@ def test_coop_plans_deterministic_and_compiled(shape):
     got, want = torch.compile(block, fullgraph=True, dynamic=True)(x, r), block(x, r)
     assert_close(got[0], want[0], relative=True)
     assert_close(got[1], want[1])
+
+
+FAST_PLANS = [
+    RowPlan.coop(16384, 8, sub=4096, evict=True, fast_exp=True),
+    RowPlan.coop(16384, 8, sub=4096, evict=True, fast_exp=True, fma_exp=1),
+    RowPlan.coop(4096, 4, fast_exp=True),
+]
+
+
+@pytest.mark.parametrize("plan", FAST_PLANS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(300, 50257), (64, 131072), (17, 151936), (5, 262147)])
+def test_softmax_fast_exp_plans(plan, dtype, shape):
+    """ex2.approx.ftz (inline PTX, not run by the CPU tests) and the polynomial exp against the
+    FP64 reference, with an all -inf row (zeros), a -inf prefix, a +1000 offset, a NaN row."""
+    x = _rand(shape, dtype, 11) * 3
+    x[0] = float("-inf")
+    x[1, : shape[1] // 2 + 3] = float("-inf")
+    x[2] += 1000.0
+    x[3, shape[1] // 3] = float("nan")
+    y = softmax_k.softmax(x, plan=plan)
+    assert torch.equal(y[0].float(), torch.zeros_like(y[0].float()))
+    assert torch.isnan(y[3]).all()
+    assert_close(y, softmax_ref(x), relative=True)

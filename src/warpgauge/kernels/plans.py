@@ -218,6 +218,14 @@ class RowPlan:
       ``block``-wide chunk in ``s``-wide slices twice (statistics, then after the exchange a
       second read, from L2, and the write: ``softmax_coop.py``, ``rmsnorm_coop.py``) instead of
       holding the chunk in registers; ``evict`` adds the L2 hints. row_sum ignores it.
+    - ``fma_exp``: cooperative softmax with ``sub`` only; the first ``k`` slices of each chunk's
+      statistics pass compute their exps with a polynomial on the FMA pipe instead of the MUFU
+      (``softmax_coop._exp2_fma``): the two passes need two exps per element, about all the
+      MUFU issues at DRAM speed.
+    - ``fast_exp``: cooperative and persistent resident softmax; exps as one ``ex2.approx.ftz`` instruction each with
+      the scaling folded into one multiply-add (``softmax_coop.ex2``) instead of ``tl.exp``'s
+      range fix-ups (the kernels were issue-bound: ~24 instructions per element in the looped
+      cooperative kernel on sm_90).
     """
 
     kind: str  # "resident" | "looped" | "split"
@@ -232,6 +240,8 @@ class RowPlan:
     align: bool = True
     stages: int = 0
     sub: int = 0
+    fma_exp: int = 0
+    fast_exp: bool = False
 
     def __post_init__(self):
         if self.kind not in ("resident", "looped", "split", "coop"):
@@ -252,6 +262,18 @@ class RowPlan:
             raise ValueError(
                 f"sub must be 0 or a power of two up to block ({self.block}) on a coop plan, "
                 f"got {self.sub} on a {self.kind} plan"
+            )
+        slices = self.block // self.sub if self.sub else 0
+        if self.fma_exp and not (0 < self.fma_exp <= slices):
+            raise ValueError(
+                f"fma_exp must be 0 or up to block // sub ({self.block} // {self.sub}) slices on "
+                f"a coop plan with sub, got {self.fma_exp}"
+            )
+        if self.fast_exp and not (
+            self.kind == "coop" or (self.kind == "resident" and self.programs_per_sm)
+        ):
+            raise ValueError(
+                f"fast_exp needs a coop plan or a persistent resident one, got a {self.kind} plan"
             )
         if not 0 <= self.stages <= 8:
             raise ValueError(f"stages must be 0 (no pipelining) to 8, got {self.stages}")
@@ -328,12 +350,15 @@ class RowPlan:
         sub: int = 0,
         stages: int = 0,
         evict: bool = False,
+        fma_exp: int = 0,
+        fast_exp: bool = False,
     ) -> RowPlan:
         """Cooperative split: ``block``-wide chunks of a row, one program each, the chunk held
         in registers while the row's statistics are exchanged through global memory (softmax
         with ``sub``: the chunk walked in slices twice instead, see the class docstring)."""
         w = num_warps or _softmax_warps(sub or block)
-        return RowPlan("coop", block, w, sub=sub, stages=stages, evict=evict)
+        return RowPlan("coop", block, w, sub=sub, stages=stages, evict=evict, fma_exp=fma_exp,
+                       fast_exp=fast_exp)  # fmt: skip
 
     @staticmethod
     def split_for(
