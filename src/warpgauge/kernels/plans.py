@@ -157,6 +157,9 @@ UNALIGNED_WARPS = {"softmax": 4, "rms": 8}
 # 65 rows of 2^25 (8192 chunks each, found by the GPU indexing test, which then ran for minutes)
 # go to split or looped plans.
 COOP_MAX_CHUNKS_PER_SM = 2
+# Looped cooperative softmax variants the plan grid forces (fields over COOP_SOFTMAX_LOOP).
+SOFTMAX_FAST_LOOP_CANDIDATES = (dict(fast_exp=True), dict(fast_exp=True, sub=8192),
+                                dict(fast_exp=True, fma_exp=1))  # fmt: skip
 # Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
 COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
 
@@ -500,6 +503,9 @@ class RowPlan:
                     for k in (1, 2):
                         if w <= 32:
                             out.append(RowPlan("resident", body, w, programs_per_sm=k))
+                            if op == "softmax":
+                                out.append(RowPlan("resident", body, w, programs_per_sm=k,
+                                                   fast_exp=True))  # fmt: skip
             if op == "rms_bwd":
                 for w in (_warps(body), 2 * _warps(body)):
                     for k in (1, 2, 4):
@@ -518,8 +524,13 @@ class RowPlan:
             for block, warps in COOP_CANDIDATES:
                 if block < width:
                     out.append(cls.coop(block, warps))
+                    if op == "softmax":  # the same with ex2 exps
+                        out.append(cls.coop(block, warps, fast_exp=True))
             if op in ("softmax", "rms", "") and width > 2 * COOP_SOFTMAX_LOOP["block"]:
                 out.append(cls.coop(**COOP_SOFTMAX_LOOP))  # looped chunks (sub)
+            if op == "softmax" and width > 2 * COOP_SOFTMAX_LOOP["block"]:
+                for extra in SOFTMAX_FAST_LOOP_CANDIDATES:
+                    out.append(cls.coop(**{**COOP_SOFTMAX_LOOP, **extra}))
         if width > 2048 and rows < 2 * sm_count and op not in ("rms_bwd", "softmax_bwd"):
             out.append(cls.split_for(rows, width, sm_count))
             for block in (2048, 4096, 8192):
