@@ -228,7 +228,8 @@ class RowPlan:
     - ``fast_exp``: cooperative and persistent resident softmax; exps as one ``ex2.approx.ftz`` instruction each with
       the scaling folded into one multiply-add (``softmax_coop.ex2``) instead of ``tl.exp``'s
       range fix-ups (the kernels were issue-bound: ~24 instructions per element in the looped
-      cooperative kernel on sm_90).
+      cooperative kernel on sm_90); cooperative plans also publish their statistics with a
+      relaxed atomic (no memory barrier).
     """
 
     kind: str  # "resident" | "looped" | "split"

@@ -59,6 +59,17 @@ def ex2(t, ASM: tl.constexpr):
 
 
 @triton.jit
+def publish(slot, v, RELAXED: tl.constexpr):
+    """Write a chunk's packed statistics with one atomic. The slot's value is all a reader
+    takes from it (no other data is published through it), so ``RELAXED`` (fast_exp plans) drops
+    the acq_rel ordering and the memory barrier that comes with it."""
+    if RELAXED:
+        tl.atomic_xchg(slot, v, sem="relaxed")
+    else:
+        tl.atomic_xchg(slot, v)
+
+
+@triton.jit
 def exp_scaled(d, FAST: tl.constexpr, ASM: tl.constexpr):
     """(e, unit) with exp(d) = e * unit for d <= 0: ``FAST``: e = 2^(d log2(e) + 24) by one
     ``ex2`` (so e stays normal down to exp(d) = 2^-150) and unit = 2^-24; else tl.exp(d), 1."""
@@ -213,7 +224,7 @@ def _softmax_coop_loop(
     m, s = _chunk_stats(x_ptr, start, xb, blen, ecol, em, c, BLOCK, SUB, STAGES, EV_KEEP, FMA, FAST,
                         ASM)  # fmt: skip
     slots = slot_ptr + row * G
-    tl.atomic_xchg(slots + c, pack2(m, s))
+    publish(slots + c, pack2(m, s), FAST)
     v, missing = wait_slots(slots, spin, G, GP)
     k = tl.arange(0, GP)
     if missing > 0:  # row-mates not scheduled in time: compute their statistics here
@@ -336,7 +347,7 @@ def _softmax_coop(
         ys = row * N
     e, ee, m, s = _coop_chunk(x_ptr, start, xb, blen, ecol, em, c, BLOCK, FAST, ASM)
     slots = slot_ptr + row * G
-    tl.atomic_xchg(slots + c, pack2(m, s))
+    publish(slots + c, pack2(m, s), FAST)
     v, missing = wait_slots(slots, spin, G, GP)
     k = tl.arange(0, GP)
     if missing > 0:  # row-mates not scheduled in time: compute their statistics here
