@@ -72,7 +72,8 @@ def candidates(n, smoke=False):
          P.coop(4096, 4, fast_exp=True),
          P.coop(8192, 8, fast_exp=True)]  # fmt: skip
     if n > 65537:
-        c.append(P.coop(32768, 16, sub=8192, evict=True, fast_exp=True))
+        c += [P.coop(32768, 16, sub=8192, evict=True, fast_exp=True),
+              P.coop(16384, 8, sub=4096, evict=True, fast_exp=True, fma_exp=2)]  # fmt: skip
     if n <= 65537:
         c.append(P.coop(2048, 4, fast_exp=True))
     if 28672 < n <= 32768:  # the persistent resident plan's width (SOFTMAX_PREFETCH_MIN_WIDTH)
