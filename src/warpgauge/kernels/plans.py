@@ -129,7 +129,23 @@ COOP_SOFTMAX_LOOP = dict(block=16384, num_warps=8, sub=4096, evict=True)
 # 28.7 vs 30.1; level at 256-512x50257). Inputs larger than L2, any row count, widths past
 # COOP_LOOP_MIN_WIDTH: COOP_SOFTMAX_LOOP (G8 32-128 x 1048576 1.07-1.19x faster than coop
 # 4096, 128x262144 1.04x). Without a known L2 size the rule is S5's (rows >= SM).
-COOP_SOFTMAX_L2_SHARE = 1.0
+# rows9 sweep (results/rows9-h200/rows9.json, "S9"; experiments/rows9_sweep.py: BF16, CUDA-graph
+# replay, inputs rotated past 3x L2, FP64-gated plus special rows; copy ceiling 4.17 TB/s there;
+# 63 cells, widths 32000-262144 incl. 50257, 65537, 100003, 152064, 256000, rows 1 to 8192).
+# The cooperative softmax plans with ex2 exps and a relaxed publish (fast_exp): coop 4096/4
+# fast is best or within 2% in 50 of 63 cells (mean regret 1.4%), 1.06-1.26x the S5/G8 rule's
+# plan: 1335x50257 90.6 us vs 113.5 (looped), 264x100003 40.7 vs 48.9, 441x151936 92.0 vs 101.8
+# (looped coop), 64x131072 13.9 vs 15.7 (coop 4096), 16x262144 8.4 vs 9.0, 64x128256 14.0 vs
+# 15.5. The looped cooperative plan (fast) stays where the input is past SOFTMAX_LOOP_L2X x L2
+# (4096x131072, 17x L2: 638 us vs 666 coop 4096 fast, 656 for the old looped coop; 1024x151936 at
+# 5x L2: coop 4096 fast 203 vs 213) or rows wider than SOFTMAX_LOOP_WIDE past L2 (G8's 32-128 x
+# 1048576, not re-measured with fast exps). Few rows (< 2 programs per SM) of at least
+# SOFTMAX_SPLIT_MIN_CHUNKS chunks split (1x131072 5.3 vs 5.4, 1x151936 4.8 vs 5.0, 1x256000
+# 5.0 vs 5.5); shorter rows stay cooperative (1x100003 4.7 vs 5.3 split, 1x65537 4.8 vs 5.4,
+# 1x50257 4.6 vs 5.1, 1x128256 4.8 vs 4.8).
+SOFTMAX_LOOP_L2X = 8
+SOFTMAX_LOOP_WIDE = 262144
+SOFTMAX_SPLIT_MIN_CHUNKS = 32
 # G8 add_rms_norm: with 0.6-1 rows per SM (96 and 128 rows on 132 SMs) whose rows in flight fit
 # RMS_LOOPED_L2_SHARE of L2, one looped program per row (16384/32, 1 per SM, evict hints: the
 # second read hits L2) beats the cooperative chunks: 96x65536 18.3 us vs 20.7, 128x65536 21.7
@@ -406,7 +422,7 @@ class RowPlan:
 
         ``l2_bytes`` (the device's L2 size; 0: unknown) and ``elem_bytes`` (the input's element
         size) refine softmax and add_rms_norm beyond the resident range by whether the rows
-        fit L2 (``COOP_SOFTMAX_L2_SHARE``, ``RMS_LOOPED_L2_SHARE``).
+        fit L2 (softmax: ``SOFTMAX_LOOP_L2X``; add_rms_norm: ``RMS_LOOPED_L2_SHARE``).
         """
         body = body_block(width)
         few = rows < SPLIT_ROWS_PER_SM * sm_count
@@ -416,10 +432,14 @@ class RowPlan:
             return cls.resident(width, num_warps=ROW_SUM_32K_WARPS)
         if op == "row_sum" and few and width > SPLIT_MIN_WIDTH and body <= RESIDENT_MAX:
             return cls.resident(width, num_warps=ROW_SUM_FEW_WARPS)
-        if body <= RESIDENT_MAX and wide_few and op in ("softmax", "rms"):
+        if body <= RESIDENT_MAX and wide_few and op == "softmax":
+            return cls.coop(*COOP_FEW_NARROW, fast_exp=True)
+        if body <= RESIDENT_MAX and wide_few and op == "rms":
             return cls.coop(*COOP_FEW_NARROW)
         if body <= resident_max and not wide_few:
             if op == "softmax" and body == 32768 and width > SOFTMAX_PREFETCH_MIN_WIDTH:
+                if rows < sm_count:  # S9: SM/2 to SM rows, the cooperative chunks win
+                    return cls.coop(*COOP_SOFTMAX, fast_exp=True)
                 return RowPlan("resident", body, 32, programs_per_sm=SOFTMAX_PREFETCH_PER_SM)
             unaligned = width % 8 != 0  # contiguous rows take the aligned-body path (_rows.py)
             if op == "softmax" and unaligned and body == 8192:
@@ -454,19 +474,19 @@ class RowPlan:
             and coop_fits(COOP_ROW_SUM[0])
         ):
             return cls.coop(*COOP_ROW_SUM)
-        in_l2 = l2_bytes > 0 and in_bytes <= COOP_SOFTMAX_L2_SHARE * l2_bytes
-        big = not in_l2 if l2_bytes > 0 else not few  # without an L2 size: S5's rule
-        if op == "softmax" and big and width > COOP_LOOP_MIN_WIDTH and coop_fits(16384):
-            return cls.coop(**COOP_SOFTMAX_LOOP)
-        if op == "softmax" and not few and in_l2 and coop_fits(COOP_SOFTMAX[0]):
-            return cls.coop(*COOP_SOFTMAX)
-        if (
-            op == "softmax"
-            and few
-            and coop_fits(COOP_SOFTMAX[0])
-            and rows * triton.cdiv(width, COOP_SOFTMAX[0]) >= COOP_SOFTMAX_FEW_PER_SM * sm_count
-        ):
-            return cls.coop(*COOP_SOFTMAX)
+        if op == "softmax":
+            chunks = triton.cdiv(width, COOP_SOFTMAX[0])
+            past_l2 = in_bytes > l2_bytes if l2_bytes > 0 else not few
+            huge = l2_bytes > 0 and in_bytes > SOFTMAX_LOOP_L2X * l2_bytes
+            loop = width > COOP_LOOP_MIN_WIDTH and (huge or (past_l2 and width > SOFTMAX_LOOP_WIDE))
+            fits = coop_fits(COOP_SOFTMAX[0])
+            if coop_fits(COOP_SOFTMAX_LOOP["block"]) and (loop or (not few and not fits)):
+                return cls.coop(**COOP_SOFTMAX_LOOP, fast_exp=True)
+            split = rows * chunks < COOP_SOFTMAX_FEW_PER_SM * sm_count and (
+                chunks >= SOFTMAX_SPLIT_MIN_CHUNKS
+            )
+            if fits and not split:
+                return cls.coop(*COOP_SOFTMAX, fast_exp=True)
         if few:
             return cls.split_for(rows, width, sm_count)
         if op == "softmax":
