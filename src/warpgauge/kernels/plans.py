@@ -128,13 +128,15 @@ COOP_SOFTMAX_LOOP = dict(block=16384, num_warps=8, sub=4096, evict=True)
 # looped, 192x65536 22.7 vs 28.2, 192x65537 24.6 vs 28.8 for COOP_SOFTMAX_LOOP, 256x65536
 # 28.7 vs 30.1; level at 256-512x50257). Inputs larger than L2, any row count, widths past
 # COOP_LOOP_MIN_WIDTH: COOP_SOFTMAX_LOOP (G8 32-128 x 1048576 1.07-1.19x faster than coop
-# 4096, 128x262144 1.04x). Without a known L2 size the rule is S5's (rows >= SM).
+# 4096, 128x262144 1.04x). Without a known L2 size the rule is S5's (rows >= SM). (Softmax:
+# superseded by S9 below, whose ex2 kernels changed the balance.)
 # rows9 sweep (results/rows9-h200/rows9.json, "S9"; experiments/rows9_sweep.py: BF16, CUDA-graph
 # replay, inputs rotated past 3x L2, FP64-gated plus special rows; copy ceiling 4.17 TB/s there;
 # 63 cells, widths 32000-262144 incl. 50257, 65537, 100003, 152064, 256000, rows 1 to 8192).
 # The cooperative softmax plans with ex2 exps and a relaxed publish (fast_exp): coop 4096/4
-# fast is best or within 2% in 50 of 63 cells (mean regret 1.4%), 1.06-1.26x the S5/G8 rule's
-# plan: 1335x50257 90.6 us vs 113.5 (looped), 264x100003 40.7 vs 48.9, 441x151936 92.0 vs 101.8
+# fast is best or within 2% in 47 of 63 cells (mean regret 1.4%); the rule below changes the
+# plan in 54 cells, 0.96-1.25x the S5/G8 rule's plan there (two below 1: 16x131072 7.0 us vs
+# 6.8, 1x32000 4.8 vs 4.7), for example 1335x50257 90.6 us vs 113.5 (looped), 264x100003 40.7 vs 48.9, 441x151936 92.0 vs 101.8
 # (looped coop), 64x131072 13.9 vs 15.7 (coop 4096), 16x262144 8.4 vs 9.0, 64x128256 14.0 vs
 # 15.5. The looped cooperative plan (fast) stays where the input is past SOFTMAX_LOOP_L2X x L2
 # (4096x131072, 17x L2: 638 us vs 666 coop 4096 fast, 656 for the old looped coop; 1024x151936 at
@@ -413,10 +415,12 @@ class RowPlan:
           rows), softmax and add_rms_norm take ``COOP_FEW_NARROW`` cooperative chunks;
         - otherwise cooperative (``coop``), while a row has at most ``COOP_MAX_CHUNKS_PER_SM *
           sm_count`` chunks: add_rms_norm at any row count; row_sum when its chunks give at
-          least one program per SM; softmax with at least SM rows wider than
-          ``COOP_LOOP_MIN_WIDTH`` (``COOP_SOFTMAX_LOOP``: looped chunks, L2 re-read), or with
-          fewer rows whose ``COOP_SOFTMAX`` chunks give ``COOP_SOFTMAX_FEW_PER_SM`` programs
-          per SM;
+          least one program per SM; softmax (ex2 exps, ``fast_exp``) with ``COOP_SOFTMAX``
+          chunks at any row count, ``COOP_SOFTMAX_LOOP`` (looped chunks, L2 re-read) for rows
+          wider than ``COOP_LOOP_MIN_WIDTH`` whose input is past ``SOFTMAX_LOOP_L2X`` x L2 (or
+          past L2 and wider than ``SOFTMAX_LOOP_WIDE``), and split instead for few rows of at
+          least ``SOFTMAX_SPLIT_MIN_CHUNKS`` chunks short of ``COOP_SOFTMAX_FEW_PER_SM``
+          programs per SM;
         - otherwise split when there are fewer rows than ``SPLIT_ROWS_PER_SM * sm_count``;
         - otherwise looped on a persistent grid (softmax; the backwards).
 
