@@ -106,15 +106,16 @@ def test_the_checkout_rule_is_scored_beside_the_recorded_one(monkeypatch):
 
 def test_checkout_choice_uses_the_runs_l2_size():
     """plans.checkout_choice asks the committed rule with the cell's SM count and the run's L2
-    size: a softmax cell whose input fits a 60 MiB L2 takes the register cooperative plan."""
+    size: a softmax input past 8x a 60 MiB L2 takes the looped cooperative plan, the register
+    cooperative plan without an L2 size (rows9 rule)."""
     from warpgauge.bench.modes import plans
 
     def cell(l2):
-        return Cell("softmax", "bfloat16", "192x65536", "cold", 192, 65536, 132, {}, None, None,
-                    l2_bytes=l2)  # fmt: skip
+        return Cell("softmax", "bfloat16", "4096x131072", "cold", 4096, 131072, 132, {}, None,
+                    None, l2_bytes=l2)  # fmt: skip
 
-    assert plans.checkout_choice(cell(60 * 2**20)) == "coop_4096_w4"
-    assert plans.checkout_choice(cell(0)) == "looped_8192_p2_ev"
+    assert plans.checkout_choice(cell(60 * 2**20)) == "coop_16384_w8_ev"
+    assert plans.checkout_choice(cell(0)) == "coop_4096_w4"
     assert plans.checkout_choice(Cell("softmax", "bfloat16", "1x1", "cold", 1, 1, 0, {}, None,
                                       None)) is None  # fmt: skip
 

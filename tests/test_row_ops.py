@@ -59,9 +59,9 @@ def _rand(shape, dtype, device, scale=1.0, seed=0):
 def test_plan_rule():
     assert RowPlan.for_shape(10, 127, 132).kind == "resident"
     assert RowPlan.for_shape(10, 8192, 132).kind == "resident"
-    # few rows (< SM/2) of bodies within RESIDENT_MAX: cooperative 2048 chunks (softmax,
-    # add_rms_norm), resident row_sum (16 warps below SM rows)
-    assert RowPlan.for_shape(4, 32769, 132, "softmax") == RowPlan.coop(2048, 4)
+    # few rows (< SM/2) of bodies within RESIDENT_MAX: cooperative 2048 chunks (softmax with
+    # ex2 exps, add_rms_norm), resident row_sum (16 warps below SM rows)
+    assert RowPlan.for_shape(4, 32769, 132, "softmax") == RowPlan.coop(2048, 4, fast_exp=True)
     assert RowPlan.for_shape(4, 16385, 132, "rms") == RowPlan.coop(2048, 4)
     assert RowPlan.for_shape(4, 32769, 132, "row_sum") == RowPlan.resident(32769, num_warps=32)
     assert RowPlan.for_shape(99, 16385, 132, "row_sum") == RowPlan.resident(16385, num_warps=16)
@@ -78,14 +78,16 @@ def test_plan_rule():
         assert RowPlan.for_shape(rows, 131072, 132).kind in ("split", "looped")  # generic
     assert RowPlan.for_shape(16, 262144, 132, "row_sum") == RowPlan.coop(16384, 8)  # 256 chunks
     assert RowPlan.for_shape(2, 1048576, 132, "row_sum").kind == "split"  # 128 < 132 programs
-    assert RowPlan.for_shape(128, 50257, 132, "softmax") == RowPlan.coop(4096, 4)
+    # softmax beyond the resident range: cooperative 4096 chunks with ex2 exps at any row count
+    # (rows9 sweep), except few rows of >= 32 chunks short of 2 programs per SM (split)
+    coop_fast = RowPlan.coop(4096, 4, fast_exp=True)
+    assert RowPlan.for_shape(128, 50257, 132, "softmax") == coop_fast
     assert RowPlan.for_shape(2, 151936, 132, "softmax").kind == "split"  # 76 programs
-    assert RowPlan.for_shape(32, 151936, 132, "softmax") == RowPlan.coop(4096, 4)  # 1216
-    # many softmax rows wider than 65536: looped cooperative chunks (L2 re-read)
-    coop_loop = RowPlan.coop(16384, 8, sub=4096, evict=True)
-    for rows, width in ((4096, 131072), (512, 262144), (1023, 65537), (132, 151936)):
-        assert RowPlan.for_shape(rows, width, 132, "softmax") == coop_loop
-    assert RowPlan.for_shape(1335, 50257, 132, "softmax").kind == "looped"  # ties: kept
+    assert RowPlan.for_shape(1, 126976, 132, "softmax") == coop_fast  # 31 chunks
+    assert RowPlan.for_shape(1, 131072, 132, "softmax").kind == "split"  # 32 chunks
+    assert RowPlan.for_shape(32, 151936, 132, "softmax") == coop_fast  # 1216
+    for rows, width in ((4096, 131072), (512, 262144), (1023, 65537), (132, 151936), (1335, 50257)):
+        assert RowPlan.for_shape(rows, width, 132, "softmax") == coop_fast  # no L2 size given
     assert RowPlan.for_shape(1000, 1 << 23, 132, "softmax").kind == "looped"  # 512 chunks
     # unaligned widths (aligned-body path) take fewer warps at bodies 8192 / 16384
     assert RowPlan.for_shape(8193, 8191, 132, "softmax").num_warps == 4
@@ -101,7 +103,7 @@ def test_plan_rule():
     assert coop.coop_chunks(4096, aligned_path=False) == 1
     assert RowPlan.for_shape(128, 32769, 132).kind == "resident"  # enough rows: stay resident
     assert RowPlan.for_shape(4096, 4097, 132, "softmax").num_warps == 4
-    wide = RowPlan.for_shape(4096, 98304, 132, "softmax")
+    wide = RowPlan.for_shape(4096, 98304, 132, "softmax", l2_bytes=60 << 20)  # 13x L2
     assert (wide.kind, wide.block, wide.sub, wide.evict) == ("coop", 16384, 4096, True)
     assert RowPlan.for_shape(8192, 8192, 132, "rms_bwd").prefetch
     assert not RowPlan.for_shape(2048, 16384, 132, "rms_bwd").prefetch
@@ -131,24 +133,27 @@ H200_L2 = 60 * 1024 * 1024  # what the H200 reports (results/20261201-153920-pla
 
 
 def test_plan_rule_reads_the_l2_size():
-    """Beyond the resident range the softmax and add_rms_norm rules ask whether the rows fit
-    the device's L2 (G8 grid, docs/plans.md); without an L2 size they are the S5 rule."""
-    coop_loop = RowPlan.coop(16384, 8, sub=4096, evict=True)
+    """Beyond the resident range the softmax and add_rms_norm rules ask how the rows compare
+    with the device's L2 (softmax: rows9 sweep; add_rms_norm: G8 grid, docs/plans.md)."""
+    coop_loop = RowPlan.coop(16384, 8, sub=4096, evict=True, fast_exp=True)
     coop = RowPlan.coop(4096, 4)
+    coop_fast = RowPlan.coop(4096, 4, fast_exp=True)
 
     def sm(rows, width, op="softmax", elem=2, l2=H200_L2):
         return RowPlan.for_shape(rows, width, 132, op, l2_bytes=l2, elem_bytes=elem)
 
-    # many softmax rows whose input fits L2: the register cooperative plan
-    assert sm(192, 65536) == coop and sm(192, 65536, l2=0).kind == "looped"
-    assert sm(256, 65537) == coop and sm(256, 65537, l2=0) == coop_loop
-    assert sm(256, 65537, elem=4) == coop_loop  # fp32: 67 MB, past L2
-    # inputs past L2: the looped cooperative plan, also with fewer rows than SMs
-    assert sm(64, 1048576) == coop_loop and sm(64, 1048576, l2=0) == coop
-    assert sm(4096, 131072) == coop_loop and sm(8192, 50257).kind == "looped"
-    assert sm(16, 1048576) == coop  # 33.5 MB: fits
-    # the persistent resident plan at body 32768: one program per SM
-    assert sm(4096, 32000) == RowPlan("resident", 32768, 32, programs_per_sm=1)
+    # softmax: the register cooperative plan (ex2 exps) whether or not the input fits L2 ...
+    for rows, width in ((192, 65536), (256, 65537), (1024, 151936), (8192, 50257), (16, 1048576)):
+        assert sm(rows, width) == sm(rows, width, l2=0) == coop_fast
+    # ... the looped cooperative plan past 8x L2 (fp32 doubles the bytes) or, past L2, for
+    # rows wider than 262144; without an L2 size only the width counts (rows >= SM)
+    assert sm(1024, 131072) == coop_fast and sm(1024, 131072, elem=4) == coop_loop
+    assert sm(4096, 131072) == coop_loop and sm(4096, 131072, l2=0) == coop_fast
+    assert sm(64, 1048576) == coop_loop and sm(64, 1048576, l2=0) == coop_fast
+    assert sm(132, 1048576, l2=0) == coop_loop
+    # the persistent resident plan at body 32768: one program per SM from SM rows
+    assert sm(4096, 32000) == sm(132, 32000) == RowPlan("resident", 32768, 32, programs_per_sm=1)
+    assert sm(99, 32000) == sm(66, 32769) == coop_fast  # SM/2 to SM rows
     # add_rms_norm: 0.6-1 rows per SM whose rows fit 3/4 of L2 loop, one program per row
     looped = RowPlan.looped(16384, 32, programs_per_sm=1, evict=True)
     assert sm(128, 65536, "rms") == looped and sm(96, 151936, "rms") == looped
@@ -172,7 +177,9 @@ def test_launchers_pass_the_l2_size_and_element_size(monkeypatch):
     bf16 = _launch.row_plan(16, 100000, cpu, None, "softmax", 2)
     fp32 = _launch.row_plan(16, 100000, cpu, None, "softmax", 4)
     assert bf16 == RowPlan.for_shape(16, 100000, info.sm_count, "softmax", info.l2_bytes, 2)
-    assert bf16.kind == "looped" and fp32 == RowPlan.coop(16384, 8, sub=4096, evict=True)
+    assert fp32 == RowPlan.for_shape(16, 100000, info.sm_count, "softmax", info.l2_bytes, 4)
+    assert fp32 == RowPlan.coop(16384, 8, sub=4096, evict=True, fast_exp=True)  # 25 chunks of
+    # 4096 are more than 2 x 4 SMs: the looped cooperative plan
     seen = []
     real = softmax_mod.plan_for
     monkeypatch.setattr(softmax_mod, "plan_for", lambda *a: seen.append(a) or real(*a))

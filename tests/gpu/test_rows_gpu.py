@@ -116,14 +116,12 @@ def test_new_row_counts_reuse_compiled_kernels_wide():
     """Looped (persistent) and split plans and the backward kernels: one compile per width."""
     width = 50257
     w = _rand((width,), torch.bfloat16, 1)
-    # warm every plan the rule takes at this width: split, cooperative (softmax: SM/2 <= rows <
-    # SM, or more rows whose input fits L2; add_rms_norm), add_rms_norm looped (0.6-1 rows per
-    # SM), looped (softmax inputs larger than L2: 4096 rows are 412 MB)
+    # warm every plan the rule takes at this width: cooperative (softmax at every row count
+    # since rows9; add_rms_norm), add_rms_norm looped (0.6-1 rows per SM), split (row_sum)
     for rows in (3, 5, 100, 300, 301, 4096):
         x = _rand((rows, width), torch.bfloat16)
         wg.softmax(x), wg.add_rms_norm(x, x, w), wg.row_sum(x)
-    kernels = [softmax_k._softmax_looped, softmax_k._softmax_coop, rms_k._rms_coop,
-               softmax_k._softmax_split_stats]  # fmt: skip
+    kernels = [softmax_k._softmax_coop, rms_k._rms_coop]
     before = [compiled_variants(k) for k in kernels]
     assert all(before), before  # every plan kind above ran
     for rows in (7, 16, 120, 512, 1000, 2048):
@@ -146,12 +144,12 @@ def test_new_row_counts_reuse_compiled_kernels_wide():
 
 
 def test_new_row_counts_reuse_compiled_kernels_wider():
-    """Width 131072: split (few rows, few chunks), cooperative 4096 (few rows, enough chunks)
-    and looped cooperative (many rows) softmax plans each compile once for the width."""
+    """Width 131072: split (few rows, 32 chunks each), cooperative 4096 and looped cooperative
+    (inputs past 8x L2) softmax plans each compile once for the width."""
     from warpgauge.kernels import softmax_coop
 
     width = 131072
-    for rows in (3, 100, 300):  # split, coop 4096 (100 x 32 chunks), looped coop (>= SM rows)
+    for rows in (3, 100, 4096):  # split, coop 4096 (100 x 32 chunks), looped coop (1 GiB)
         wg.softmax(_rand((rows, width), torch.bfloat16))
     kernels = [softmax_k._softmax_coop, softmax_coop._softmax_coop_loop,
                softmax_k._softmax_split_stats]  # fmt: skip
@@ -301,3 +299,27 @@ def test_add_rms_norm_w_early_full_size(rows, width, plan):
     assert_close(h, h_ref)
     y0, h0 = rms_k.add_rms_norm(x, r, w, 1e-6, plan=dataclasses.replace(p, w_early=False))
     assert torch.equal(y, y0) and torch.equal(h, h0)
+
+
+FAST_PLANS = [
+    RowPlan.coop(16384, 8, sub=4096, evict=True, fast_exp=True),
+    RowPlan.coop(16384, 8, sub=4096, evict=True, fast_exp=True, fma_exp=1),
+    RowPlan.coop(4096, 4, fast_exp=True),
+]
+
+
+@pytest.mark.parametrize("plan", FAST_PLANS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(300, 50257), (64, 131072), (17, 151936), (5, 262147)])
+def test_softmax_fast_exp_plans(plan, dtype, shape):
+    """ex2.approx.ftz (inline PTX, not run by the CPU tests) and the polynomial exp against the
+    FP64 reference, with an all -inf row (zeros), a -inf prefix, a +1000 offset, a NaN row."""
+    x = _rand(shape, dtype, 11) * 3
+    x[0] = float("-inf")
+    x[1, : shape[1] // 2 + 3] = float("-inf")
+    x[2] += 1000.0
+    x[3, shape[1] // 3] = float("nan")
+    y = softmax_k.softmax(x, plan=plan)
+    assert torch.equal(y[0].float(), torch.zeros_like(y[0].float()))
+    assert torch.isnan(y[3]).all()
+    assert_close(y, softmax_ref(x), relative=True)

@@ -128,8 +128,26 @@ COOP_SOFTMAX_LOOP = dict(block=16384, num_warps=8, sub=4096, evict=True)
 # looped, 192x65536 22.7 vs 28.2, 192x65537 24.6 vs 28.8 for COOP_SOFTMAX_LOOP, 256x65536
 # 28.7 vs 30.1; level at 256-512x50257). Inputs larger than L2, any row count, widths past
 # COOP_LOOP_MIN_WIDTH: COOP_SOFTMAX_LOOP (G8 32-128 x 1048576 1.07-1.19x faster than coop
-# 4096, 128x262144 1.04x). Without a known L2 size the rule is S5's (rows >= SM).
-COOP_SOFTMAX_L2_SHARE = 1.0
+# 4096, 128x262144 1.04x). Without a known L2 size the rule is S5's (rows >= SM). (Softmax:
+# superseded by S9 below, whose ex2 kernels changed the balance.)
+# rows9 sweep (results/rows9-h200/rows9.json, "S9"; experiments/rows9_sweep.py: BF16, CUDA-graph
+# replay, inputs rotated past 3x L2, FP64-gated plus special rows; copy ceiling 4.17 TB/s there;
+# 63 cells, widths 32000-262144 incl. 50257, 65537, 100003, 152064, 256000, rows 1 to 8192).
+# The cooperative softmax plans with ex2 exps and a relaxed publish (fast_exp): coop 4096/4
+# fast is best or within 2% in 47 of 63 cells (mean regret 1.4%); the rule below changes the
+# plan in 54 cells, 0.96-1.25x the S5/G8 rule's plan there (two below 1: 16x131072 7.0 us vs
+# 6.8, 1x32000 4.8 vs 4.7), for example 1335x50257 90.6 us vs 113.5 (looped), 264x100003 40.7 vs 48.9, 441x151936 92.0 vs 101.8
+# (looped coop), 64x131072 13.9 vs 15.7 (coop 4096), 16x262144 8.4 vs 9.0, 64x128256 14.0 vs
+# 15.5. The looped cooperative plan (fast) stays where the input is past SOFTMAX_LOOP_L2X x L2
+# (4096x131072, 17x L2: 638 us vs 666 coop 4096 fast, 656 for the old looped coop; 1024x151936 at
+# 5x L2: coop 4096 fast 203 vs 213) or rows wider than SOFTMAX_LOOP_WIDE past L2 (G8's 32-128 x
+# 1048576, not re-measured with fast exps). Few rows (< 2 programs per SM) of at least
+# SOFTMAX_SPLIT_MIN_CHUNKS chunks split (1x131072 5.3 vs 5.4, 1x151936 4.8 vs 5.0, 1x256000
+# 5.0 vs 5.5); shorter rows stay cooperative (1x100003 4.7 vs 5.3 split, 1x65537 4.8 vs 5.4,
+# 1x50257 4.6 vs 5.1, 1x128256 4.8 vs 4.8).
+SOFTMAX_LOOP_L2X = 8
+SOFTMAX_LOOP_WIDE = 262144
+SOFTMAX_SPLIT_MIN_CHUNKS = 32
 # G8 add_rms_norm: with 0.6-1 rows per SM (96 and 128 rows on 132 SMs) whose rows in flight fit
 # RMS_LOOPED_L2_SHARE of L2, one looped program per row (16384/32, 1 per SM, evict hints: the
 # second read hits L2) beats the cooperative chunks: 96x65536 18.3 us vs 20.7, 128x65536 21.7
@@ -164,6 +182,9 @@ COOP_MAX_CHUNKS_PER_SM = 2
 # (15 per SM) level (4.6 vs 4.3 us, within noise). Narrower bodies were not measured.
 ROW_SUM_TILE_BODY = 1024
 ROW_SUM_TILE_MIN_ROWS_PER_SM = 32
+# Looped cooperative softmax variants the plan grid forces (fields over COOP_SOFTMAX_LOOP; S9:
+# sub=8192 and fma_exp=1 lost in every cell, mean regret 30-34%, so they are not forced).
+SOFTMAX_FAST_LOOP_CANDIDATES = (dict(fast_exp=True),)
 # Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
 COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
 
@@ -231,6 +252,15 @@ class RowPlan:
       ``block``-wide chunk in ``s``-wide slices twice (statistics, then after the exchange a
       second read, from L2, and the write: ``softmax_coop.py``, ``rmsnorm_coop.py``) instead of
       holding the chunk in registers; ``evict`` adds the L2 hints. row_sum ignores it.
+    - ``fma_exp``: cooperative softmax with ``sub`` only; the first ``k`` slices of each chunk's
+      statistics pass compute their exps with a polynomial on the FMA pipe instead of the MUFU
+      (``softmax_coop._exp2_fma``): the two passes need two exps per element, about all the
+      MUFU issues at DRAM speed.
+    - ``fast_exp``: cooperative and persistent resident softmax; exps as one ``ex2.approx.ftz`` instruction each with
+      the scaling folded into one multiply-add (``softmax_coop.ex2``) instead of ``tl.exp``'s
+      range fix-ups (the kernels were issue-bound: ~24 instructions per element in the looped
+      cooperative kernel on sm_90); cooperative plans also publish their statistics with a
+      relaxed atomic (no memory barrier).
     """
 
     kind: str  # "resident" | "looped" | "split"
@@ -246,6 +276,8 @@ class RowPlan:
     stages: int = 0
     sub: int = 0
     w_early: bool = False
+    fma_exp: int = 0
+    fast_exp: bool = False
 
     def __post_init__(self):
         if self.kind not in ("resident", "looped", "split", "coop"):
@@ -266,6 +298,18 @@ class RowPlan:
             raise ValueError(
                 f"sub must be 0 or a power of two up to block ({self.block}) on a coop plan, "
                 f"got {self.sub} on a {self.kind} plan"
+            )
+        slices = self.block // self.sub if self.sub else 0
+        if self.fma_exp and not (0 < self.fma_exp <= slices):
+            raise ValueError(
+                f"fma_exp must be 0 or up to block // sub ({self.block} // {self.sub}) slices on "
+                f"a coop plan with sub, got {self.fma_exp}"
+            )
+        if self.fast_exp and not (
+            self.kind == "coop" or (self.kind == "resident" and self.programs_per_sm)
+        ):
+            raise ValueError(
+                f"fast_exp needs a coop plan or a persistent resident one, got a {self.kind} plan"
             )
         if not 0 <= self.stages <= 8:
             raise ValueError(f"stages must be 0 (no pipelining) to 8, got {self.stages}")
@@ -342,12 +386,15 @@ class RowPlan:
         sub: int = 0,
         stages: int = 0,
         evict: bool = False,
+        fma_exp: int = 0,
+        fast_exp: bool = False,
     ) -> RowPlan:
         """Cooperative split: ``block``-wide chunks of a row, one program each, the chunk held
         in registers while the row's statistics are exchanged through global memory (softmax
         with ``sub``: the chunk walked in slices twice instead, see the class docstring)."""
         w = num_warps or _softmax_warps(sub or block)
-        return RowPlan("coop", block, w, sub=sub, stages=stages, evict=evict)
+        return RowPlan("coop", block, w, sub=sub, stages=stages, evict=evict, fma_exp=fma_exp,
+                       fast_exp=fast_exp)  # fmt: skip
 
     @staticmethod
     def split_for(
@@ -384,16 +431,18 @@ class RowPlan:
           ``ROW_SUM_TILE_MIN_ROWS_PER_SM * sm_count`` rows;
         - otherwise cooperative (``coop``), while a row has at most ``COOP_MAX_CHUNKS_PER_SM *
           sm_count`` chunks: add_rms_norm at any row count; row_sum when its chunks give at
-          least one program per SM; softmax with at least SM rows wider than
-          ``COOP_LOOP_MIN_WIDTH`` (``COOP_SOFTMAX_LOOP``: looped chunks, L2 re-read), or with
-          fewer rows whose ``COOP_SOFTMAX`` chunks give ``COOP_SOFTMAX_FEW_PER_SM`` programs
-          per SM;
+          least one program per SM; softmax (ex2 exps, ``fast_exp``) with ``COOP_SOFTMAX``
+          chunks at any row count, ``COOP_SOFTMAX_LOOP`` (looped chunks, L2 re-read) for rows
+          wider than ``COOP_LOOP_MIN_WIDTH`` whose input is past ``SOFTMAX_LOOP_L2X`` x L2 (or
+          past L2 and wider than ``SOFTMAX_LOOP_WIDE``), and split instead for few rows of at
+          least ``SOFTMAX_SPLIT_MIN_CHUNKS`` chunks short of ``COOP_SOFTMAX_FEW_PER_SM``
+          programs per SM;
         - otherwise split when there are fewer rows than ``SPLIT_ROWS_PER_SM * sm_count``;
         - otherwise looped on a persistent grid (softmax; the backwards).
 
         ``l2_bytes`` (the device's L2 size; 0: unknown) and ``elem_bytes`` (the input's element
         size) refine softmax and add_rms_norm beyond the resident range by whether the rows
-        fit L2 (``COOP_SOFTMAX_L2_SHARE``, ``RMS_LOOPED_L2_SHARE``).
+        fit L2 (softmax: ``SOFTMAX_LOOP_L2X``; add_rms_norm: ``RMS_LOOPED_L2_SHARE``).
         """
         body = body_block(width)
         few = rows < SPLIT_ROWS_PER_SM * sm_count
@@ -403,10 +452,14 @@ class RowPlan:
             return cls.resident(width, num_warps=ROW_SUM_32K_WARPS)
         if op == "row_sum" and few and width > SPLIT_MIN_WIDTH and body <= RESIDENT_MAX:
             return cls.resident(width, num_warps=ROW_SUM_FEW_WARPS)
-        if body <= RESIDENT_MAX and wide_few and op in ("softmax", "rms"):
+        if body <= RESIDENT_MAX and wide_few and op == "softmax":
+            return cls.coop(*COOP_FEW_NARROW, fast_exp=True)
+        if body <= RESIDENT_MAX and wide_few and op == "rms":
             return cls.coop(*COOP_FEW_NARROW)
         if body <= resident_max and not wide_few:
             if op == "softmax" and body == 32768 and width > SOFTMAX_PREFETCH_MIN_WIDTH:
+                if rows < sm_count:  # S9: SM/2 to SM rows, the cooperative chunks win
+                    return cls.coop(*COOP_SOFTMAX, fast_exp=True)
                 return RowPlan("resident", body, 32, programs_per_sm=SOFTMAX_PREFETCH_PER_SM)
             unaligned = width % 8 != 0  # contiguous rows take the aligned-body path (_rows.py)
             if op == "softmax" and unaligned and body == 8192:
@@ -447,19 +500,19 @@ class RowPlan:
             and coop_fits(COOP_ROW_SUM[0])
         ):
             return cls.coop(*COOP_ROW_SUM)
-        in_l2 = l2_bytes > 0 and in_bytes <= COOP_SOFTMAX_L2_SHARE * l2_bytes
-        big = not in_l2 if l2_bytes > 0 else not few  # without an L2 size: S5's rule
-        if op == "softmax" and big and width > COOP_LOOP_MIN_WIDTH and coop_fits(16384):
-            return cls.coop(**COOP_SOFTMAX_LOOP)
-        if op == "softmax" and not few and in_l2 and coop_fits(COOP_SOFTMAX[0]):
-            return cls.coop(*COOP_SOFTMAX)
-        if (
-            op == "softmax"
-            and few
-            and coop_fits(COOP_SOFTMAX[0])
-            and rows * triton.cdiv(width, COOP_SOFTMAX[0]) >= COOP_SOFTMAX_FEW_PER_SM * sm_count
-        ):
-            return cls.coop(*COOP_SOFTMAX)
+        if op == "softmax":
+            chunks = triton.cdiv(width, COOP_SOFTMAX[0])
+            past_l2 = in_bytes > l2_bytes if l2_bytes > 0 else not few
+            huge = l2_bytes > 0 and in_bytes > SOFTMAX_LOOP_L2X * l2_bytes
+            loop = width > COOP_LOOP_MIN_WIDTH and (huge or (past_l2 and width > SOFTMAX_LOOP_WIDE))
+            fits = coop_fits(COOP_SOFTMAX[0])
+            if coop_fits(COOP_SOFTMAX_LOOP["block"]) and (loop or (not few and not fits)):
+                return cls.coop(**COOP_SOFTMAX_LOOP, fast_exp=True)
+            split = rows * chunks < COOP_SOFTMAX_FEW_PER_SM * sm_count and (
+                chunks >= SOFTMAX_SPLIT_MIN_CHUNKS
+            )
+            if fits and not split:
+                return cls.coop(*COOP_SOFTMAX, fast_exp=True)
         if few:
             return cls.split_for(rows, width, sm_count)
         if op == "softmax":
@@ -500,6 +553,9 @@ class RowPlan:
                     for k in (1, 2):
                         if w <= 32:
                             out.append(RowPlan("resident", body, w, programs_per_sm=k))
+                            if op == "softmax":
+                                out.append(RowPlan("resident", body, w, programs_per_sm=k,
+                                                   fast_exp=True))  # fmt: skip
             if op == "rms_bwd":
                 for w in (_warps(body), 2 * _warps(body)):
                     for k in (1, 2, 4):
@@ -518,8 +574,13 @@ class RowPlan:
             for block, warps in COOP_CANDIDATES:
                 if block < width:
                     out.append(cls.coop(block, warps))
+                    if op == "softmax":  # the same with ex2 exps
+                        out.append(cls.coop(block, warps, fast_exp=True))
             if op in ("softmax", "rms", "") and width > 2 * COOP_SOFTMAX_LOOP["block"]:
                 out.append(cls.coop(**COOP_SOFTMAX_LOOP))  # looped chunks (sub)
+            if op == "softmax" and width > 2 * COOP_SOFTMAX_LOOP["block"]:
+                for extra in SOFTMAX_FAST_LOOP_CANDIDATES:
+                    out.append(cls.coop(**{**COOP_SOFTMAX_LOOP, **extra}))
         if width > 2048 and rows < 2 * sm_count and op not in ("rms_bwd", "softmax_bwd"):
             out.append(cls.split_for(rows, width, sm_count))
             for block in (2048, 4096, 8192):

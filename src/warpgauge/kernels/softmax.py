@@ -26,14 +26,11 @@ from ._rows import (
     coop_slots,
     coop_spin,
     edge_index,
-    pack2,
     plan_for,
     stride8,
-    unpack2,
-    wait_slots,
 )
 from .plans import RowPlan
-from .softmax_coop import _softmax_coop_loop
+from .softmax_coop import _merge, _softmax_coop, _softmax_coop_loop, exp_scaled, use_asm
 from .softmax_coop import launch_args as coop_loop_args
 from .work import Work, esize
 
@@ -55,17 +52,6 @@ def _online_update(m, s, x):
     shift = tl.where(m_new == float("-inf"), 0.0, m_new)
     s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), 0)
     return m_new, s
-
-
-@triton.jit
-def _merge(m_vec, s_vec):
-    """Merge per-chunk (max, sum) pairs into the row's (shift, 1/sum); -inf-safe, an all -inf
-    row gives 1/sum = 0 (so its output is zeros)."""
-    m = tl.max(m_vec, 0)
-    shift = tl.where(m == float("-inf"), 0.0, m)
-    s = tl.sum(s_vec * tl.exp(m_vec - shift), 0)
-    inv = tl.where(s == 0, 0.0, 1.0 / s)
-    return shift, inv
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -126,6 +112,8 @@ def _softmax_resident_pf(
     BLOCK: tl.constexpr,
     ALIGN: tl.constexpr,
     S8: tl.constexpr,
+    FAST: tl.constexpr = False,
+    ASM: tl.constexpr = False,
 ):
     # Persistent resident plan: rows pid, pid + programs, ...; the next row is loaded before the
     # current one is computed and written, so memory stays busy while a program computes (one
@@ -171,19 +159,19 @@ def _softmax_resident_pf(
             ecol, em = edge_index(head, blen, N)
             m = tl.maximum(tl.max(x, 0), tl.max(xe, 0))
             shift = tl.where(m == float("-inf"), 0.0, m)
-            e = tl.exp(x - shift)
-            ee = tl.exp(xe - shift)
-            s = tl.sum(e, 0) + tl.sum(ee, 0)
-            inv = tl.where(s == 0, 0.0, 1.0 / s)
+            e, unit = exp_scaled(x - shift, FAST, ASM)
+            ee, unit = exp_scaled(xe - shift, FAST, ASM)
+            s = (tl.sum(e, 0) + tl.sum(ee, 0)) * unit
+            inv = tl.where(s == 0, 0.0, 1.0 / s) * unit
             tl.store(y_ptr + start + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=offs < blen)
             tl.store(y_ptr + cb + ecol, (ee * inv).to(y_ptr.dtype.element_ty), mask=em)
         else:
             x_n = tl.load(x_ptr + xb + offs, mask=offs < tl.where(ok, N, 0), other=float("-inf"))
             m = tl.max(x, 0)
             shift = tl.where(m == float("-inf"), 0.0, m)
-            e = tl.exp(x - shift)
-            s = tl.sum(e, 0)
-            inv = tl.where(s == 0, 0.0, 1.0 / s)
+            e, unit = exp_scaled(x - shift, FAST, ASM)
+            s = tl.sum(e, 0) * unit
+            inv = tl.where(s == 0, 0.0, 1.0 / s) * unit
             y = (e * inv).to(y_ptr.dtype.element_ty)
             tl.store(y_ptr + cur * N + offs, y, mask=offs < N)
 
@@ -273,101 +261,6 @@ def _softmax_looped(
             )
 
 
-@triton.jit
-def _coop_chunk(x_ptr, start, xb, blen, ecol, em, j, BLOCK: tl.constexpr):
-    """Chunk ``j`` of a row (chunk 0 also takes the row's edge): ``exp(x - chunk max)`` of its
-    elements and edge, and its (max, sum)."""
-    idx = j * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + start + idx, mask=idx < blen, other=float("-inf")).to(tl.float32)
-    xe = tl.load(
-        x_ptr + xb + ecol, mask=em & (ecol < tl.where(j == 0, 1 << 30, 0)), other=float("-inf")
-    ).to(tl.float32)
-    m = tl.maximum(tl.max(x, 0), tl.max(xe, 0))
-    shift = tl.where(m == float("-inf"), 0.0, m)
-    e = tl.exp(x - shift)
-    ee = tl.exp(xe - shift)
-    return e, ee, m, tl.sum(e, 0) + tl.sum(ee, 0)
-
-
-@triton.jit
-def _coop_fallback(x_ptr, start, xb, blen, ecol, em, v, G: tl.constexpr, BLOCK: tl.constexpr):
-    """Every chunk's (max, sum), computed by this program in slices of BLOCK // 8 (few
-    registers: this path runs only when a row-mate is not scheduled within ``spin`` polls; the
-    slices sum in another order than the owner's block reduction, within rounding)."""
-    k = tl.arange(0, v.shape[0])
-    offs = tl.arange(0, BLOCK // 8)
-    for j in range(0, G):  # every chunk, but only the missing ones are replaced
-        emj = em & (ecol < tl.where(j == 0, 1 << 30, 0))
-        xe = tl.load(x_ptr + xb + ecol, mask=emj, other=float("-inf")).to(tl.float32)
-        m = tl.max(xe, 0)
-        shift = tl.where(m == float("-inf"), 0.0, m)
-        s = tl.sum(tl.exp(xe - shift), 0)
-        for q in range(0, BLOCK, BLOCK // 8):
-            idx = j * BLOCK + q + offs
-            x = tl.load(x_ptr + start + idx, mask=idx < blen, other=float("-inf"))
-            m, s = _online_update(m, s, x.to(tl.float32))
-        v = tl.where((k == j) & (v == 0), pack2(m, s), v)
-    return v
-
-
-@triton.jit(do_not_specialize=["n_rows", "spin"])
-def _softmax_coop(
-    x_ptr,
-    y_ptr,
-    slot_ptr,
-    x_stride,
-    n_rows,
-    spin,
-    N: tl.constexpr,
-    BLOCK: tl.constexpr,
-    G: tl.constexpr,
-    GP: tl.constexpr,
-    ALIGN: tl.constexpr,
-    S8: tl.constexpr,
-):
-    # Cooperative split: program pid takes chunk pid % G of row pid // G and keeps it in
-    # registers; it publishes the chunk's (max, sum) as one int64 (never 0: a chunk with a finite
-    # max has sum >= 1, an empty or all -inf one has max -inf), waits for the row's other
-    # chunks, merges them in chunk order and writes its chunk. The G programs of a row are
-    # adjacent in the grid, so they run together.
-    # I/O: read x once, write y once (+ 8 bytes of statistics per program, in L2). One exp per
-    # element: the chunk keeps exp(x - its max) in registers and rescales it.
-    if S8:
-        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
-    pid = tl.program_id(0)
-    c = pid % G
-    row = (pid // G).to(tl.int64)
-    xb = row * x_stride
-    if ALIGN:  # x_stride == N (launcher): x and y rows share their head
-        head, start, blen = body_span(xb, N)
-        ecol, em = edge_index(head, blen, N)
-        ys = start
-    else:
-        start = xb
-        blen = N
-        ecol = tl.arange(0, 16)
-        em = ecol < 0
-        ys = row * N
-    e, ee, m, s = _coop_chunk(x_ptr, start, xb, blen, ecol, em, c, BLOCK)
-    slots = slot_ptr + row * G
-    tl.atomic_xchg(slots + c, pack2(m, s))
-    v, missing = wait_slots(slots, spin, G, GP)
-    k = tl.arange(0, GP)
-    if missing > 0:  # row-mates not scheduled in time: compute their statistics here
-        v = _coop_fallback(x_ptr, start, xb, blen, ecol, em, v, G, BLOCK)
-    mv, sv = unpack2(v)
-    shift, inv = _merge(tl.where(k < G, mv, float("-inf")), tl.where(k < G, sv, 0.0))
-    # y = exp(x - chunk max) * exp(chunk max - row max) / sum: one exp per element. A chunk of
-    # only -inf has e = 0 and scale 0 (exp(0 - shift) could overflow for a very negative row),
-    # or NaN when the row's sum is NaN (a NaN elsewhere in the row: the whole row is NaN).
-    scale = tl.where(m == float("-inf"), inv * 0.0, tl.exp(m - shift) * inv)
-    idx = c * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y_ptr + ys + idx, (e * scale).to(y_ptr.dtype.element_ty), mask=idx < blen)
-    if ALIGN:
-        ye = (ee * scale).to(y_ptr.dtype.element_ty)
-        tl.store(y_ptr + xb + ecol, ye, mask=em & (ecol < tl.where(c == 0, N, 0)))
-
-
 @triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _softmax_split_stats(
     x_ptr, stats_ptr, x_stride, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
@@ -435,7 +328,8 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
     if p.kind == "resident" and p.programs_per_sm and p.rows == 1:
         grid = (max(1, min(rows, p.programs_per_sm * device_info(x.device).sm_count)),)
         launch(_softmax_resident_pf, grid, x2, y, stride, rows,
-            N=n, BLOCK=p.resident_block(n, align), ALIGN=align, S8=s8, num_warps=p.num_warps,
+            N=n, BLOCK=p.resident_block(n, align), ALIGN=align, S8=s8, FAST=p.fast_exp,
+            ASM=p.fast_exp and use_asm(), num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "resident":
         grid = (p.programs(rows, 1),)
@@ -453,7 +347,7 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
         g = p.coop_chunks(n, align)
         launch(_softmax_coop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride, rows,
             coop_spin(), N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g), ALIGN=align,
-            S8=s8, num_warps=p.num_warps,
+            S8=s8, FAST=p.fast_exp, ASM=p.fast_exp and use_asm(), num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "looped":
         grid = (p.programs(rows, device_info(x.device).sm_count),)
