@@ -96,6 +96,18 @@ def test_split_k_matches_fp64(split):
     assert_close(c, ref64(a, b), msg=f"split {split}")
 
 
+@pytest.mark.parametrize("layout", ["TN", "NT"])
+def test_split_k_warp_specialized_matches_fp64_and_plain_bits(layout):
+    # WS (the split's K loop warp-specialized, a dB candidate) changes the schedule, not the sums:
+    # the same K steps in the same order, so the bits equal the plain loop's
+    a, b = operands(72, 80, 88, layout, seed=9)  # rows of 8 elements: TMA-eligible either way
+    c_ws, c_plain = nan_out(72, 80), nan_out(72, 80)
+    gp.run_split(a, b, c_ws, dict(META, WS=True), 3)
+    gp.run_split(a, b, c_plain, META, 3)
+    assert_close(c_ws, ref64(a, b), msg=f"WS split {layout}")
+    assert torch.equal(c_ws, c_plain)
+
+
 def test_split_k_tile_subset_and_bit_identical():
     a, b = operands(64, 96, 80, "NT", seed=6)
     c1, c2 = nan_out(64, 96), nan_out(64, 96)

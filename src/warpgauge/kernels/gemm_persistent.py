@@ -43,10 +43,12 @@ __all__ = ["persistent_kernel", "run_persistent", "pad_rows", "padded_empty", "c
 
 @triton.jit
 def _acc(a_desc, b_desc, off_m, off_n, k0, k1, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr,
-         BLOCK_N: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
-    """FP32 sum over K steps [k0, k1) of one tile (plain loop: the caller's loop is pipelined)."""
+         BLOCK_N: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr,
+         WS: tl.constexpr = False):  # fmt: skip
+    """FP32 sum over K steps [k0, k1) of one tile (plain loop: the caller's loop is pipelined;
+    ``WS`` warp-specializes this loop, for callers without an outer loop: split_kernel)."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kt in range(k0, k1):
+    for kt in tl.range(k0, k1, warp_specialize=WS):
         off_k = kt * BLOCK_K
         if A_T:
             a = a_desc.load([off_k, off_m]).T
@@ -114,7 +116,7 @@ def persistent_kernel(
 def split_kernel(
     a_desc, b_desc, p_ptr, M, N, K, TILE0, TILES, STEPS, M_BUCKET, K_BUCKET, LAYOUT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr,
+    A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr, WS: tl.constexpr = False,
 ):  # fmt: skip
     """Split-K over tiles [TILE0, TILE0 + TILES) (grouped order): program pid = s * TILES + t sums
     K steps [s * STEPS, (s + 1) * STEPS) of tile TILE0 + t into FP32 block pid of p (tile-local
@@ -127,7 +129,7 @@ def split_kernel(
     k0 = s * STEPS
     k1 = tl.minimum(k0 + STEPS, tl.cdiv(K, BLOCK_K))
     acc = _acc(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, k0, k1, BLOCK_K, BLOCK_M,
-               BLOCK_N, A_T, B_T, UPCAST)  # fmt: skip
+               BLOCK_N, A_T, B_T, UPCAST, WS)  # fmt: skip
     offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     tl.store(p_ptr + pid.to(tl.int64) * (BLOCK_M * BLOCK_N) + offs, acc)
 
@@ -216,7 +218,7 @@ def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 
     launch(
         split_kernel, (split * tiles,), ad, bd, part, M, N, K, tile0, tiles, steps, *keys,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, A_T=a_t, B_T=b_t, UPCAST=upcast,
-        **_opts(meta),
+        WS=bool(meta.get("WS")), **_opts(meta),
     )  # fmt: skip
     rows = max(1, min(bm, 4096 // bn))
     launch(
