@@ -136,6 +136,9 @@ def g11_list():
     ]
     for ps in rest:
         cases += _with(ps, AB)
+    # forward products the split-K rule reaches (65-256 tokens, K class 8192, few output tiles)
+    cases.append(("fwd", 128, 4096, 14336, "NN", "m", AB + ["tma:64,128,64,6,4,0,0"]))
+    cases.append(("fwd", 256, 4096, 14336, "NN", "m", AB + ["tma:64,128,64,6,4,0,0"]))
     # forward guards of the default suite
     for M, N, K in [
         (4096, 4096, 4096),
