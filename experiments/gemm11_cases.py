@@ -84,6 +84,8 @@ def g11_list():
             AB
             + [
                 f"p2:{TALL},4,8,fsw",
+                "p2t:128,256,64,3,8,fw",
+                "p2t:128,256,64,3,8,f",
                 "p2:256,128,32,8,8,fs",
                 f"p2:{WIDE},3,8,fw",
                 f"p2:{TALL},3,8,fw",
@@ -91,7 +93,15 @@ def g11_list():
         ),
         # its dA: K = 4104 is K class 8192, so the rule takes the non-flattened loop
         ("grad_a", 4096, 4096, 4104, "NT", "m", AB + [f"p2:{WIDE},3,8,fw", f"p2:{WIDE},4,8,fs"]),
-        ("grad_b", 4096, 4104, 4096, "TN", "k", AB + [f"p2:{TALL},4,8,fsw"]),
+        (
+            "grad_b",
+            4096,
+            4104,
+            4096,
+            "TN",
+            "k",
+            AB + [f"p2:{TALL},4,8,fsw", "p2t:128,256,64,3,8,fw"],
+        ),
         # K class 8192 (K > 4096): flattened + WS against the rule's plain persistent loop
         ("grad_a", 4096, 4096, 14336, "NT", "m", AB + [f"p2:{WIDE},3,8,fw"]),
         ("grad_b", 4096, 4096, 16384, "TN", "k", AB + [f"p2:{WIDE},3,8,fw"]),
@@ -150,5 +160,6 @@ def g11_list():
         (16384, 4096, 4096),
         (127, 255, 65),
     ]:
-        cases.append(("fwd", M, N, K, "NN", "m", AB))
+        extra = ["p2t:128,256,64,3,8,fw"] if (M, N, K) == (4096, 4096, 4096) else []
+        cases.append(("fwd", M, N, K, "NN", "m", AB + extra))
     return cases

@@ -16,7 +16,8 @@ $OUT/<tag>.json (rewritten after every case), a summary table last.
 Variants: ``cublas`` (torch.mm), ``auto`` (the current dispatch, ``gemm._launch``),
 ``tma:BM,BN,BK,stages,warps,persistent,ws`` (gemm_tma.tma_kernel),
 ``p2:BM,BN,BK,stages,warps,FLAGS`` (gemm_persistent.persistent_kernel; FLAGS letters f = flatten,
-w = warp-specialize, s = epilogue in two halves, c = pointer-store epilogue),
+w = warp-specialize, s = epilogue in two halves, c = pointer-store epilogue), ``p2t:...`` (the
+same over the swapped product c^T = b^T a^T, tiles stored transposed: run_transposed),
 ``sk:BM,BN,BK,stages,warps,SPLIT`` (split-K over every tile + fixed-order reduction),
 ``hy:BM,BN,BK,stages,warps,SPLIT,FLAGS`` (whole waves persistent, the last partial wave split-K),
 ``ptr:BM,BN,BK,stages,warps`` (gemm_tile pointer kernel with hints),
@@ -138,6 +139,9 @@ def make_call(variant, a, b, c, token_dim, sms):
     if kind == "p2":
         meta.update(_flags(v[5] if len(v) > 5 else ""))
         return lambda: gp.run_persistent(a, b, c, meta, sms)
+    if kind == "p2t":  # the swapped product c^T = b^T a^T, tiles stored transposed
+        meta.update(_flags(v[5] if len(v) > 5 else ""))
+        return lambda: gp.run_transposed(a, b, c, meta, sms)
     if kind == "sk":  # optional 7th field: "w" warp-specializes the split's K loop
         meta["WS"] = len(v) > 6 and "w" in str(v[6])
         return lambda: gp.run_split(a, b, c, meta, v[5])

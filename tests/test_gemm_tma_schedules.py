@@ -108,6 +108,18 @@ def test_split_k_warp_specialized_matches_fp64_and_plain_bits(layout):
     assert torch.equal(c_ws, c_plain)
 
 
+@pytest.mark.parametrize("layout", ["NN", "TN", "NT", "TT"])
+@pytest.mark.parametrize("flags", ["", "f"])
+def test_transposed_product_matches_fp64(layout, flags):
+    # c = a @ b as c^T = b^T a^T with tiles stored transposed (C_T): N = 72 is 2 whole 32-row
+    # tiles of the swapped product plus a ragged third (the N = 8 mod 16 case in small)
+    a, b = operands(80, 72, 56, layout, seed=11)
+    c = nan_out(80, 72)
+    meta = dict(META, FLATTEN="f" in flags)
+    gp.run_transposed(a, b, c, meta, 3, upcast=UPCAST and a.dtype == torch.bfloat16)
+    assert_close(c, ref64(a, b), msg=f"{layout} {flags}")
+
+
 def test_split_k_tile_subset_and_bit_identical():
     a, b = operands(64, 96, 80, "NT", seed=6)
     c1, c2 = nan_out(64, 96), nan_out(64, 96)
