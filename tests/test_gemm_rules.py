@@ -137,3 +137,30 @@ def test_pad_path_writes_a_padded_out_in_place(monkeypatch):
     c = gemm(a, b)  # a contiguous result: written to a padded buffer, then copied back
     assert c.is_contiguous() and len(copies) == 5 and copies[-1][1] is c
     assert_close(c, ref64(a, b))
+
+
+def test_rule_sees_the_layout_class_and_keeps_an_unaligned_c_off_the_swap(monkeypatch):
+    # dB = A^T dC hands the rule a column-major A (a_t); the forward product a row-major one. A
+    # rule answer of the swapped product runs run_transposed, whose C must be TMA-addressable
+    seen, swapped = [], []
+    real_choose, real_t = T.choose, gemm_mod.gp.run_transposed
+    monkeypatch.setattr(T, "choose", lambda *a, **k: seen.append(a[4]) or T.WIDE_FLAT_T)
+    monkeypatch.setattr(
+        gemm_mod.gp, "run_transposed", lambda *a, **k: swapped.append(1) or real_t(*a, **k)
+    )
+    x, dc = rand(96, 40, seed=41), rand(96, 56, seed=42)  # tokens 96, K 40, N 56
+    db = gemm_grad_b(dc, x)
+    assert seen == [True] and swapped == [1]
+    assert_close(db, ref64(x.t(), dc))
+    w = rand(40, 56, seed=43)
+    assert_close(gemm(x, w), ref64(x, w))
+    assert seen == [True, False] and swapped == [1, 1]
+    monkeypatch.setattr(gemm_mod, "PAD_MIN_WORK", 0)
+    w_odd = rand(40, 45, seed=44)  # N = 45: C rows unaligned (pad path, pointer-store C)
+    assert_close(gemm(x, w_odd), ref64(x, w_odd))
+    assert swapped == [1, 1, 1]  # the pad path stores into a padded C: the swap runs
+    c = torch.full((96, 45), float("nan"), dtype=torch.float16, device=DEV)  # rows unaligned
+    gemm_mod._launch_tma(x, gemm_mod.gp.pad_rows(w_odd), c, "m", upcast=False)
+    assert swapped == [1, 1, 1]  # a C TMA cannot store: TALL_FLAT with pointer stores instead
+    assert_close(c, ref64(x, w_odd))
+    monkeypatch.setattr(T, "choose", real_choose)

@@ -170,7 +170,7 @@ def choose(monkeypatch):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN"])
-@pytest.mark.parametrize("which", ["WIDE_FLAT", "TALL_FLAT", "NARROW"])
+@pytest.mark.parametrize("which", ["WIDE_FLAT", "TALL_FLAT", "WIDE_FLAT_T", "NARROW", "TINY"])
 def test_gemm_dispatch_runs_the_chosen_schedule(which, layout, dtype, choose, monkeypatch):
     from warpgauge.kernels import gemm as gemm_mod
 
@@ -187,6 +187,7 @@ def test_gemm_dispatch_runs_the_chosen_schedule(which, layout, dtype, choose, mo
     assert bool(calls) == cfg.kwargs["FLATTEN"]  # flattened configs: persistent_kernel
     if calls:
         assert calls[0]["FLATTEN"] and calls[0]["PERSISTENT"] and not calls[0]["C_PTR"]
+        assert bool(calls[0].get("C_T")) == (cfg is tm.WIDE_FLAT_T)  # the swapped product
     # dB (tokens in K) goes the same way
     g = rand(M, N, dtype=dtype, seed=12)
     assert_close(gemm_mod.gemm_grad_b(g, a), ref64(a.t(), g), msg="dB")

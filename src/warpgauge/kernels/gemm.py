@@ -112,6 +112,8 @@ def _log_rule(key: tuple, cfg: triton.Config) -> None:
     if key not in _TMA_LOGGED:
         _TMA_LOGGED.add(key)
         conf = dict(cfg.kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        if cfg is tma.WIDE_FLAT_T:
+            conf["C_T"] = True  # the swapped product, tiles stored transposed
         _TUNING.append(dict(kernel="tma_kernel", key=list(key), config=conf, tuning_s=0.0))
 
 
@@ -231,11 +233,17 @@ def _launch_tma(a, b, c, token_dim: str, upcast: bool) -> None:
     keys = (_bucket(M), _bucket(K), _layout(a, b) | h << 4)
     c_ptr = not tma.aligned(c)  # a C that TMA cannot store (the pad path pads it instead)
     sms = device_info(a.device).sm_count
-    cfg = tma.choose(keys[0], N, sms, tma.k_class(K))  # M bucket, K class: one config each
+    a_t = a.stride(1) != 1  # A column-major: the dB layout class
+    cfg = tma.choose(keys[0], N, sms, tma.k_class(K), a_t)  # M bucket, K class: one config each
+    if cfg is tma.WIDE_FLAT_T and c_ptr:  # the transposed store needs a TMA-addressable C
+        cfg = tma.TALL_FLAT
     meta = dict(cfg.kwargs, UPCAST=upcast, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if interpreter_enabled():  # small blocks (every program is numpy work), the same schedule
         meta.update(tma.INTERPRETER_CONFIG, PERSISTENT=meta["PERSISTENT"], WS=False)
     _log_rule((keys[0], N, tma.k_class(K), keys[2], str(a.dtype)), cfg)
+    if cfg is tma.WIDE_FLAT_T:  # C^T = B^T A^T, tiles stored transposed
+        gp.run_transposed(a, b, c, meta, sms, keys, upcast=upcast)  # one program per SM
+        return
     if cfg is tma.SPLIT_TILE:  # few output tiles, long K: split-K, fixed-order reduction
         split = tma.split_count(keys[0], N, tma.k_class(K), sms, cfg)  # the rule's key, not K
         gp.run_split(a, b, c, meta, split, keys=keys, upcast=upcast)
