@@ -165,3 +165,24 @@ def g11_list():
         extra = ["p2t:128,256,64,3,8,fw"] if (M, N, K) == (4096, 4096, 4096) else []
         cases.append(("fwd", M, N, K, "NN", "m", AB + extra))
     return cases
+
+
+def g11b_list():
+    """The next round (not run yet): the dispatch after the gemm11 rules (``auto``) where they
+    changed, the old choice beside it, and candidates for what still misses: dA with K = 8 mod 16
+    (both operands' rows misaligned to 128 bytes: one or both copied into 128-byte rows, or the
+    pointer kernel), the split-K forward products of 65-256 tokens, dB 1024^3."""
+    misaligned = ["pad128:a:auto", "pad128:b:auto", "pad128:ab:auto", "ptr:128,256,64,3,8",
+                  "ptr:128,128,64,4,8"]  # fmt: skip
+    return [
+        ("grad_a", 4096, 4096, 4104, "NT", "m", AB + misaligned),
+        *_with(products(256, 256, 256), AB + ["tma:64,64,64,4,4,0,0"]),  # 64x32 now; old 64x64
+        *_with(products(1024, 1024, 1024), AB + ["tma:64,128,64,6,4,0,0"]),  # old NARROW
+        ("grad_b", 1024, 1024, 16384, "TN", "k", AB + [f"sk:{WIDE},3,8,4"]),  # old split tiles
+        ("grad_b", 4096, 4104, 4096, "TN", "k", AB + [f"p2:{TALL},4,8,fs"]),  # old TALL_FLAT
+        ("fwd", 4096, 4104, 4096, "NN", "m", AB),
+        ("fwd", 128, 4096, 14336, "NN", "m", AB + [f"sk:{WIDE},3,8,8", f"sk:{WIDE},4,8,4"]),
+        ("fwd", 256, 4096, 14336, "NN", "m", AB + [f"sk:{WIDE},3,8,4", f"sk:{WIDE},4,8,2"]),
+        ("fwd", 8192, 8192, 8192, "NN", "m", AB + [f"p2:{WIDE},3,8,fw"]),
+        ("fwd", 4096, 4096, 4096, "NN", "m", AB),
+    ]

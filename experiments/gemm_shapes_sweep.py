@@ -23,7 +23,8 @@ same over the swapped product c^T = b^T a^T, tiles stored transposed: run_transp
 ``ptr:BM,BN,BK,stages,warps`` (gemm_tile pointer kernel with hints),
 ``pad:<variant>`` (row-major operands copied into 16-byte rows by gemm_persistent.pad_rows first; C is
 written in place by a ``c`` variant), ``padt:<variant>`` (the same with torch's copy_),
-``skp:BM,BN,BK,stages,warps,SPLIT`` (gemm_skinny with that SkinnyPlan), ``padv`` (``auto`` into
+``skp:BM,BN,BK,stages,warps,SPLIT`` (gemm_skinny with that SkinnyPlan), ``pad128:a|b|ab:<variant>``
+(those operands' storage copied into rows padded to 128 bytes first, each call), ``padv`` (``auto`` into
 an output whose rows are padded to 16 bytes: the pad path without copying C back).
 ``--set g95`` / ``g95b`` run the cases of ``gemm_95_cases.py`` (rounds 1 and 2).
 """
@@ -104,6 +105,23 @@ def make_call(variant, a, b, c, token_dim, sms):
         def call():
             inner_a["fn"] = make_call(opt, padded(a), padded(b), c, token_dim, sms)
             inner_a["fn"]()
+
+        return call
+    if kind == "pad128":  # pad128:a|b|ab:<variant>: those operands copied into 128-byte rows
+
+        def rows128(t):
+            st = t if t.stride(1) == 1 else t.t()  # the row-major storage
+            R, C = st.shape
+            buf = torch.empty(R, triton.cdiv(C, 64) * 64, dtype=t.dtype, device=t.device)[:, :C]
+            gp.copy_rows(st, buf)
+            return buf if t.stride(1) == 1 else buf.t()
+
+        which, _, inner = opt.partition(":")
+
+        def call():
+            pa = rows128(a) if "a" in which else a
+            pb = rows128(b) if "b" in which else b
+            make_call(inner, pa, pb, c, token_dim, sms)()
 
         return call
     if kind == "pad3":  # A, B and C padded (Triton copies), C copied back by the same kernel
@@ -247,12 +265,13 @@ def confirm_list():
 
 
 def cases(which="round1"):
-    if which in ("g95", "g95b", "g11"):
+    if which in ("g95", "g95b", "g11", "g11b"):
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from gemm11_cases import g11_list
+        from gemm11_cases import g11_list, g11b_list
         from gemm_95_cases import g95_list, g95b_list
 
-        todo = {"g95": g95_list, "g95b": g95b_list, "g11": g11_list}[which]()
+        sets = {"g95": g95_list, "g95b": g95b_list, "g11": g11_list, "g11b": g11b_list}
+        todo = sets[which]()
     else:
         todo = confirm_list() if which == "confirm" else case_list()
     out = []
@@ -365,7 +384,9 @@ def main():
     ap.add_argument("--warm-timeout", type=float, default=50.0)
     ap.add_argument("--budget", type=float, default=100.0)
     ap.add_argument("--tag", default="shapes")
-    ap.add_argument("--set", default="round1", choices=["round1", "confirm", "g95", "g95b", "g11"])
+    ap.add_argument(
+        "--set", default="round1", choices=["round1", "confirm", "g95", "g95b", "g11", "g11b"]
+    )
     args = ap.parse_args()
     t0 = time.time()
     sms, l2 = dev_props()
