@@ -164,3 +164,33 @@ def test_rule_sees_the_layout_class_and_keeps_an_unaligned_c_off_the_swap(monkey
     assert swapped == [1, 1, 1]  # a C TMA cannot store: TALL_FLAT with pointer stores instead
     assert_close(c, ref64(x, w_odd))
     monkeypatch.setattr(T, "choose", real_choose)
+
+
+def test_tuned_launch_logs_a_tuning_seen_by_cache_or_bench_time(monkeypatch):
+    # the pointer path's autotuning record (issue 11: tuning time per case): a call that tuned is
+    # logged once with the autotuner's key and choice, whether the cache grew or only bench_time
+    import triton
+
+    class Tuner:
+        fn = gemm_tile._gemm_kernel.fn
+        cache: dict = {}
+        best_config = triton.Config({"BLOCK_M": 32}, num_warps=4, num_stages=2)
+
+    tuner = Tuner()
+    calls = []
+
+    def fake_launch(kernel, grid, *args, **meta):
+        calls.append(args)
+        if len(calls) == 1:
+            kernel.bench_time = 0.25  # tuned, but the cache did not visibly grow
+        elif len(calls) == 2:
+            kernel.cache[(1,)] = kernel.best_config  # tuned: the cache grew
+
+    monkeypatch.setattr(gemm_mod, "launch", fake_launch)
+    args = [None] * 3 + [5, 7, 9] + [0] * 6 + [8, 16, 3]  # ..., M_BUCKET 8, K_BUCKET 16, LAYOUT 3
+    before = len(gemm_mod.tuning_log())
+    for _ in range(3):  # the third call tunes nothing: no record
+        gemm_mod._tuned_launch(tuner, (1,), *args)
+    new = gemm_mod.tuning_log()[before:]
+    assert [r["key"] for r in new] == [[8, 7, 16, 3]] * 2
+    assert new[0]["tuning_s"] == 0.25 and new[0]["config"]["BLOCK_M"] == 32
