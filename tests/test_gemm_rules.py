@@ -155,13 +155,16 @@ def test_rule_sees_the_layout_class_and_keeps_an_unaligned_c_off_the_swap(monkey
     w = rand(40, 56, seed=43)
     assert_close(gemm(x, w), ref64(x, w))
     assert seen == [True, False] and swapped == [1, 1]
+    xt = rand(40, 96, seed=45).t()  # a column-major A with the tokens in M: not dB's class
+    assert_close(gemm(xt, w), ref64(xt, w))
+    assert seen == [True, False, False] and len(swapped) == 3  # (the forced answer still runs)
     monkeypatch.setattr(gemm_mod, "PAD_MIN_WORK", 0)
     w_odd = rand(40, 45, seed=44)  # N = 45: C rows unaligned (pad path, pointer-store C)
     assert_close(gemm(x, w_odd), ref64(x, w_odd))
-    assert swapped == [1, 1, 1]  # the pad path stores into a padded C: the swap runs
+    assert len(swapped) == 4  # the pad path stores into a padded C: the swap runs
     c = torch.full((96, 45), float("nan"), dtype=torch.float16, device=DEV)  # rows unaligned
     gemm_mod._launch_tma(x, gemm_mod.gp.pad_rows(w_odd), c, "m", upcast=False)
-    assert swapped == [1, 1, 1]  # a C TMA cannot store: TALL_FLAT with pointer stores instead
+    assert len(swapped) == 4  # a C TMA cannot store: TALL_FLAT with pointer stores instead
     assert_close(c, ref64(x, w_odd))
     monkeypatch.setattr(T, "choose", real_choose)
 

@@ -237,7 +237,10 @@ def _launch_tma(a, b, c, token_dim: str, upcast: bool) -> None:
     keys = (_bucket(M), _bucket(K), _layout(a, b) | h << 4)
     c_ptr = not tma.aligned(c)  # a C that TMA cannot store (the pad path pads it instead)
     sms = device_info(a.device).sm_count
-    a_t = a.stride(1) != 1  # A column-major: the dB layout class
+    # A column-major with the tokens in K: dB's layout class. Only there may the rule swap the
+    # product (the swap makes M the product's N, which Triton specializes: a token count in M
+    # would then compile per divisibility class)
+    a_t = a.stride(1) != 1 and token_dim == "k"
     cfg = tma.choose(keys[0], N, sms, tma.k_class(K), a_t)  # M bucket, K class: one config each
     if cfg is tma.WIDE_FLAT_T and c_ptr:  # the transposed store needs a TMA-addressable C
         cfg = tma.TALL_FLAT
