@@ -241,10 +241,11 @@ def k_class(K: int) -> int:
 def choose(M: int, N: int, sm_count: int, K: int = FLAT_MAX_K, a_t: bool = False) -> triton.Config:
     """The config rule. The caller passes M's bucket (gemm_tile._bucket) and K's class
     (``k_class``), so every M of a bucket (every K of a class) shares one config; ``a_t``: A is
-    column-major (the layout class of dB = A^T dC).
+    column-major and the tokens are in K (the layout class of dB = A^T dC; gemm._launch_tma).
 
-    - Below half a wave of 128x256 tiles: one program per tile, 64x128 tiles while they fit one
-      wave (64x64 when fewer than sm_count / 8 of them), else 128x128.
+    - Below half a wave of 128x256 tiles: split-K for long K when it yields more than one split,
+      else one program per tile, 64x128 tiles (128-deep K steps) while they fit one wave (64x32
+      when fewer than sm_count / 8 of them), else 128x128.
     - Otherwise the tile that finishes in the least time counted in whole waves, each wave costing
       its tile's relative time. 2048x2056x2048: 128x256 needs 2 waves for 1.09 waves of work (51.5
       us), 128x128 3 half-cost waves (43.4 us). 128x256 and 256x128 run the flattened persistent
