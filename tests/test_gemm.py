@@ -489,9 +489,13 @@ def test_tma_config_rule():
     assert T.choose(4096, 4096, 132, T.k_class(8192)) is T.WIDE  # long K: the plain loop
     assert T.choose(4096, 4104, 132) is T.TALL_FLAT  # 128x256: 544 tiles, 5 waves; 256x128: 4
     assert T.choose(4096, 4104, 132, 16384) is T.TALL
+    # column-major A (dB = A^T dC): the swapped product in 128x256 tiles, stored transposed
+    assert T.choose(4096, 4104, 132, a_t=True) is T.WIDE_FLAT_T
+    assert T.choose(4096, 4104, 132, 16384, a_t=True) is T.TALL  # long K: the plain loop
+    assert T.choose(4096, 4096, 132, a_t=True) is T.WIDE_FLAT  # wide tiles win: no swap
     assert T.choose(1024, 1024, 132) is T.NARROW  # under half a wave: 128 tiles of 64x128
     assert T.choose(128, 4096, 132) is T.NARROW  # 64 tiles of 64x128
-    assert T.choose(256, 256, 132) is T.TINY  # 8 tiles of 64x128 < 132 / 8: 64x64 instead
+    assert T.choose(256, 256, 132) is T.TINY  # 8 tiles of 64x128 < 132 / 8: 64x32 instead
     assert T.choose(512, 4096, 132) is T.MID  # 256 tiles of 64x128 > one wave: 128 of 128x128
     assert T.choose(2048, 2048, 132) is T.WIDE_FLAT  # 128 tiles: one wave
     assert T.choose(2048, 2056, 132) is T.MID  # 144 wide tiles: 2 waves; 272 mid: 3 half-cost

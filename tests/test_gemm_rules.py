@@ -137,3 +137,63 @@ def test_pad_path_writes_a_padded_out_in_place(monkeypatch):
     c = gemm(a, b)  # a contiguous result: written to a padded buffer, then copied back
     assert c.is_contiguous() and len(copies) == 5 and copies[-1][1] is c
     assert_close(c, ref64(a, b))
+
+
+def test_rule_sees_the_layout_class_and_keeps_an_unaligned_c_off_the_swap(monkeypatch):
+    # dB = A^T dC hands the rule a column-major A (a_t); the forward product a row-major one. A
+    # rule answer of the swapped product runs run_transposed, whose C must be TMA-addressable
+    seen, swapped = [], []
+    real_choose, real_t = T.choose, gemm_mod.gp.run_transposed
+    monkeypatch.setattr(T, "choose", lambda *a, **k: seen.append(a[4]) or T.WIDE_FLAT_T)
+    monkeypatch.setattr(
+        gemm_mod.gp, "run_transposed", lambda *a, **k: swapped.append(1) or real_t(*a, **k)
+    )
+    x, dc = rand(96, 40, seed=41), rand(96, 56, seed=42)  # tokens 96, K 40, N 56
+    db = gemm_grad_b(dc, x)
+    assert seen == [True] and swapped == [1]
+    assert_close(db, ref64(x.t(), dc))
+    w = rand(40, 56, seed=43)
+    assert_close(gemm(x, w), ref64(x, w))
+    assert seen == [True, False] and swapped == [1, 1]
+    xt = rand(40, 96, seed=45).t()  # a column-major A with the tokens in M: not dB's class
+    assert_close(gemm(xt, w), ref64(xt, w))
+    assert seen == [True, False, False] and len(swapped) == 3  # (the forced answer still runs)
+    monkeypatch.setattr(gemm_mod, "PAD_MIN_WORK", 0)
+    w_odd = rand(40, 45, seed=44)  # N = 45: C rows unaligned (pad path, pointer-store C)
+    assert_close(gemm(x, w_odd), ref64(x, w_odd))
+    assert len(swapped) == 4  # the pad path stores into a padded C: the swap runs
+    c = torch.full((96, 45), float("nan"), dtype=torch.float16, device=DEV)  # rows unaligned
+    gemm_mod._launch_tma(x, gemm_mod.gp.pad_rows(w_odd), c, "m", upcast=False)
+    assert len(swapped) == 4  # a C TMA cannot store: TALL_FLAT with pointer stores instead
+    assert_close(c, ref64(x, w_odd))
+    monkeypatch.setattr(T, "choose", real_choose)
+
+
+def test_tuned_launch_logs_a_tuning_seen_by_cache_or_bench_time(monkeypatch):
+    # the pointer path's autotuning record (issue 11: tuning time per case): a call that tuned is
+    # logged once with the autotuner's key and choice, whether the cache grew or only bench_time
+    import triton
+
+    class Tuner:
+        fn = gemm_tile._gemm_kernel.fn
+        cache: dict = {}
+        best_config = triton.Config({"BLOCK_M": 32}, num_warps=4, num_stages=2)
+
+    tuner = Tuner()
+    calls = []
+
+    def fake_launch(kernel, grid, *args, **meta):
+        calls.append(args)
+        if len(calls) == 1:
+            kernel.bench_time = 0.25  # tuned, but the cache did not visibly grow
+        elif len(calls) == 2:
+            kernel.cache[(1,)] = kernel.best_config  # tuned: the cache grew
+
+    monkeypatch.setattr(gemm_mod, "launch", fake_launch)
+    args = [None] * 3 + [5, 7, 9] + [0] * 6 + [8, 16, 3]  # ..., M_BUCKET 8, K_BUCKET 16, LAYOUT 3
+    before = len(gemm_mod.tuning_log())
+    for _ in range(3):  # the third call tunes nothing: no record
+        gemm_mod._tuned_launch(tuner, (1,), *args)
+    new = gemm_mod.tuning_log()[before:]
+    assert [r["key"] for r in new] == [[8, 7, 16, 3]] * 2
+    assert new[0]["tuning_s"] == 0.25 and new[0]["config"]["BLOCK_M"] == 32

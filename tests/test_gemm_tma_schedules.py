@@ -96,6 +96,30 @@ def test_split_k_matches_fp64(split):
     assert_close(c, ref64(a, b), msg=f"split {split}")
 
 
+@pytest.mark.parametrize("layout", ["TN", "NT"])
+def test_split_k_warp_specialized_matches_fp64_and_plain_bits(layout):
+    # WS (the split's K loop warp-specialized, a dB candidate) changes the schedule, not the sums:
+    # the same K steps in the same order, so the bits equal the plain loop's
+    a, b = operands(72, 80, 88, layout, seed=9)  # rows of 8 elements: TMA-eligible either way
+    c_ws, c_plain = nan_out(72, 80), nan_out(72, 80)
+    gp.run_split(a, b, c_ws, dict(META, WS=True), 3)
+    gp.run_split(a, b, c_plain, META, 3)
+    assert_close(c_ws, ref64(a, b), msg=f"WS split {layout}")
+    assert torch.equal(c_ws, c_plain)
+
+
+@pytest.mark.parametrize("layout", ["NN", "TN", "NT", "TT"])
+@pytest.mark.parametrize("flags", ["", "f"])
+def test_transposed_product_matches_fp64(layout, flags):
+    # c = a @ b as c^T = b^T a^T with tiles stored transposed (C_T): N = 72 is 2 whole 32-row
+    # tiles of the swapped product plus a ragged third (the N = 8 mod 16 case in small)
+    a, b = operands(80, 72, 56, layout, seed=11)
+    c = nan_out(80, 72)
+    meta = dict(META, FLATTEN="f" in flags)
+    gp.run_transposed(a, b, c, meta, 3, upcast=UPCAST and a.dtype == torch.bfloat16)
+    assert_close(c, ref64(a, b), msg=f"{layout} {flags}")
+
+
 def test_split_k_tile_subset_and_bit_identical():
     a, b = operands(64, 96, 80, "NT", seed=6)
     c1, c2 = nan_out(64, 96), nan_out(64, 96)
@@ -146,7 +170,7 @@ def choose(monkeypatch):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN"])
-@pytest.mark.parametrize("which", ["WIDE_FLAT", "TALL_FLAT", "NARROW"])
+@pytest.mark.parametrize("which", ["WIDE_FLAT", "TALL_FLAT", "WIDE_FLAT_T", "NARROW", "TINY"])
 def test_gemm_dispatch_runs_the_chosen_schedule(which, layout, dtype, choose, monkeypatch):
     from warpgauge.kernels import gemm as gemm_mod
 
@@ -163,6 +187,7 @@ def test_gemm_dispatch_runs_the_chosen_schedule(which, layout, dtype, choose, mo
     assert bool(calls) == cfg.kwargs["FLATTEN"]  # flattened configs: persistent_kernel
     if calls:
         assert calls[0]["FLATTEN"] and calls[0]["PERSISTENT"] and not calls[0]["C_PTR"]
+        assert bool(calls[0].get("C_T")) == (cfg is tm.WIDE_FLAT_T)  # the swapped product
     # dB (tokens in K) goes the same way
     g = rand(M, N, dtype=dtype, seed=12)
     assert_close(gemm_mod.gemm_grad_b(g, a), ref64(a.t(), g), msg="dB")

@@ -38,15 +38,18 @@ from ._launch import empty, launch
 from .gemm_tma import _desc, _tile_ids
 
 __all__ = ["persistent_kernel", "run_persistent", "pad_rows", "padded_empty", "copy_rows",
-           "pad_copy_kernel", "split_kernel", "split_reduce_kernel", "run_split", "run_hybrid"]  # fmt: skip
+           "pad_copy_kernel", "split_kernel", "split_reduce_kernel", "run_split", "run_hybrid",
+           "run_transposed"]  # fmt: skip
 
 
 @triton.jit
 def _acc(a_desc, b_desc, off_m, off_n, k0, k1, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr,
-         BLOCK_N: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
-    """FP32 sum over K steps [k0, k1) of one tile (plain loop: the caller's loop is pipelined)."""
+         BLOCK_N: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr,
+         WS: tl.constexpr = False):  # fmt: skip
+    """FP32 sum over K steps [k0, k1) of one tile (plain loop: the caller's loop is pipelined;
+    ``WS`` warp-specializes this loop, for callers without an outer loop: split_kernel)."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kt in range(k0, k1):
+    for kt in tl.range(k0, k1, warp_specialize=WS):
         off_k = kt * BLOCK_K
         if A_T:
             a = a_desc.load([off_k, off_m]).T
@@ -65,10 +68,14 @@ def _acc(a_desc, b_desc, off_m, off_n, k0, k1, BLOCK_K: tl.constexpr, BLOCK_M: t
 
 @triton.jit
 def _store_tile(c_desc, c_ptr, stride_cm, acc, off_m, off_n, M, N, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, SUBTILE: tl.constexpr, C_PTR: tl.constexpr):  # fmt: skip
+                BLOCK_N: tl.constexpr, SUBTILE: tl.constexpr, C_PTR: tl.constexpr,
+                C_T: tl.constexpr = False):  # fmt: skip
     """One rounding, then a TMA store (whole or in two column halves) or a masked pointer store
-    (C_PTR: for a C whose rows TMA cannot address, e.g. an odd N)."""
-    if C_PTR:
+    (C_PTR: for a C whose rows TMA cannot address, e.g. an odd N). C_T: the product is C^T, so
+    the tile is stored transposed through a descriptor over the row-major C (box BN x BM)."""
+    if C_T:
+        c_desc.store([off_n, off_m], tl.trans(acc).to(c_desc.dtype))
+    elif C_PTR:
         om = off_m + tl.arange(0, BLOCK_M)
         on = off_n + tl.arange(0, BLOCK_N)
         ptrs = c_ptr + om[:, None].to(tl.int64) * stride_cm + on[None, :]
@@ -87,7 +94,7 @@ def persistent_kernel(
     a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, TILE_END, M_BUCKET, K_BUCKET, LAYOUT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     A_T: tl.constexpr, B_T: tl.constexpr, FLATTEN: tl.constexpr, WS: tl.constexpr,
-    SUBTILE: tl.constexpr, C_PTR: tl.constexpr, UPCAST: tl.constexpr,
+    SUBTILE: tl.constexpr, C_PTR: tl.constexpr, UPCAST: tl.constexpr, C_T: tl.constexpr = False,
 ):  # fmt: skip
     """Persistent: program p runs tiles p, p + grid, ... < TILE_END (grouped order). FLATTEN lets
     Triton pipeline the next tile's loads under this tile's epilogue (the persistent-matmul
@@ -106,7 +113,7 @@ def persistent_kernel(
         tile_c += step
         pid_m, pid_n = _tile_ids(tile_c, num_pid_m, num_pid_n, GROUP_M)
         _store_tile(c_desc, c_ptr, stride_cm, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N,
-                    BLOCK_M, BLOCK_N, SUBTILE, C_PTR)  # fmt: skip
+                    BLOCK_M, BLOCK_N, SUBTILE, C_PTR, C_T)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "K", "TILE0", "TILES", "STEPS", "M_BUCKET", "K_BUCKET",
@@ -114,7 +121,7 @@ def persistent_kernel(
 def split_kernel(
     a_desc, b_desc, p_ptr, M, N, K, TILE0, TILES, STEPS, M_BUCKET, K_BUCKET, LAYOUT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr,
+    A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr, WS: tl.constexpr = False,
 ):  # fmt: skip
     """Split-K over tiles [TILE0, TILE0 + TILES) (grouped order): program pid = s * TILES + t sums
     K steps [s * STEPS, (s + 1) * STEPS) of tile TILE0 + t into FP32 block pid of p (tile-local
@@ -127,7 +134,7 @@ def split_kernel(
     k0 = s * STEPS
     k1 = tl.minimum(k0 + STEPS, tl.cdiv(K, BLOCK_K))
     acc = _acc(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, k0, k1, BLOCK_K, BLOCK_M,
-               BLOCK_N, A_T, B_T, UPCAST)  # fmt: skip
+               BLOCK_N, A_T, B_T, UPCAST, WS)  # fmt: skip
     offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     tl.store(p_ptr + pid.to(tl.int64) * (BLOCK_M * BLOCK_N) + offs, acc)
 
@@ -175,7 +182,10 @@ def _boxes(a, b, c, meta: dict):
     ad.block_shape = [bk, bm] if a_t else [bm, bk]
     bd.block_shape = [bn, bk] if b_t else [bk, bn]
     cd = ad
-    if c is not None and not meta.get("C_PTR"):
+    if c is not None and meta.get("C_T"):  # c is the product's C^T view: describe row-major C
+        cd = _desc(c.t(), False)
+        cd.block_shape = [bn, bm]
+    elif c is not None and not meta.get("C_PTR"):
         cd = _desc(c, False)
         cd.block_shape = [bm, bn // 2] if meta.get("SUBTILE") else [bm, bn]
     return ad, bd, cd, a_t, b_t
@@ -187,7 +197,8 @@ def _opts(meta: dict) -> dict:
 
 def run_persistent(a, b, c, meta: dict, sms: int, keys=(1, 1, 0), tile_end=None, upcast=False):
     """c = a @ b (tiles [0, tile_end)) through ``persistent_kernel`` with config ``meta``
-    (BLOCK_M/N/K, FLATTEN, WS, SUBTILE, C_PTR, num_warps, num_stages)."""
+    (BLOCK_M/N/K, FLATTEN, WS, SUBTILE, C_PTR, C_T, num_warps, num_stages). With ``C_T`` ``c`` is
+    a transposed view of a row-major tensor (see ``run_transposed``)."""
     M, K = a.shape
     N = b.shape[1]
     bm, bn = meta["BLOCK_M"], meta["BLOCK_N"]
@@ -198,8 +209,18 @@ def run_persistent(a, b, c, meta: dict, sms: int, keys=(1, 1, 0), tile_end=None,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=meta["BLOCK_K"], GROUP_M=8, A_T=a_t, B_T=b_t,
         FLATTEN=bool(meta.get("FLATTEN")), WS=bool(meta.get("WS")),
         SUBTILE=bool(meta.get("SUBTILE")), C_PTR=bool(meta.get("C_PTR")), UPCAST=upcast,
+        C_T=bool(meta.get("C_T")),
         **_opts(meta),
     )  # fmt: skip
+
+
+def run_transposed(a, b, c, meta: dict, sms: int, keys=(1, 1, 0), upcast=False):
+    """c = a @ b computed as the product c^T = b^T a^T (tiles over (N, M)), each tile stored
+    transposed into the row-major ``c``: a tile that is wide in M (``meta``'s BLOCK_M x BLOCK_N
+    over the swapped product) fits an N that does not fill whole wide tiles (N = 8 mod 16: 4104
+    in 33 tiles of 128 instead of 17 of 256). Operand roles swap, so A_T / B_T flip too."""
+    meta = dict(meta, C_T=True, SUBTILE=False, C_PTR=False)
+    run_persistent(b.t(), a.t(), c.t(), meta, sms, keys, upcast=upcast)
 
 
 def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 0), upcast=False):
@@ -216,7 +237,7 @@ def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 
     launch(
         split_kernel, (split * tiles,), ad, bd, part, M, N, K, tile0, tiles, steps, *keys,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, A_T=a_t, B_T=b_t, UPCAST=upcast,
-        **_opts(meta),
+        WS=bool(meta.get("WS")), **_opts(meta),
     )  # fmt: skip
     rows = max(1, min(bm, 4096 // bn))
     launch(

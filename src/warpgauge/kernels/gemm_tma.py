@@ -182,6 +182,12 @@ WIDE_FLAT = _cfg(128, 256, 64, 3, 8, persistent=True, ws=True, flatten=True)
 # the old loop (cuBLAS 182.5; round2_confirm.json, round1.json).
 TALL_FLAT = _cfg(256, 128, 64, 4, 8, persistent=True, flatten=True, subtile=True)
 FLAT_MAX_K = 4096
+# Where the rule picks 256x128 and A is column-major (A^T @ dC, the dB product): the swapped
+# product C^T = B^T A^T in 128x256 tiles of the flattened loop, each stored transposed
+# (gemm_persistent.run_transposed; 4104 = 33 tiles of 128 there too). dB of 4096x4104x4096
+# (TN): 188.6 us against 193.2 (cuBLAS 179.6; warm 182.5 / 191.8; g11.json). The forward (NN)
+# product lost with it (191.3-194.0 against 185.2), so only the column-major-A class takes it.
+WIDE_FLAT_T = _cfg(128, 256, 64, 3, 8, persistent=True, ws=True, flatten=True)
 # 128x128 tiles for sliver waves (2048x2056x2048, see choose).
 MID = _cfg(128, 128, 64, 4, 8)
 # Under half a wave of 128x256 tiles, one program per tile, as many tiles as fit one wave (cold):
@@ -189,18 +195,29 @@ MID = _cfg(128, 128, 64, 4, 8)
 # 6.1; cuBLAS 9.3 cold, 5.3 warm); 64x64 ran 256^3 in 6.56 us against 6.75 for 128x64 (cuBLAS
 # 6.34). Split-K lost at 1024^3 (13.9-20.2 us; gemm_persistent). 64x128 with 6 stages: 9.6 us
 # (8 stages 9.7, 128-deep K steps 10.0, cuBLAS 9.3; warm 5.4, cuBLAS 5.2; round2_confirm.json):
-# cold, the first K steps wait on DRAM, and more of them in flight hide it.
-NARROW = _cfg(64, 128, 64, 6, 4)
-TINY = _cfg(64, 64, 64, 4, 4)
+# cold, the first K steps wait on DRAM, and more of them in flight hide it. 128-deep K steps 4
+# stages deep (192 KB in flight) beat that at all three 1024^3 products (gemm11 round,
+# results/gemm11-h200/g11.json, cold / warm us): fwd 9.8 / 5.2 against 9.9 / 5.4, dA (NT) 9.8 /
+# 5.3 against 10.5 / 5.6, dB (TN) 9.9 / 5.5 against 10.2 / 6.1 (cuBLAS 9.8, 9.8, 9.3); 128x64
+# tiles 6 deep 10.2-10.3, 64x128x64 4 deep 11.3 (dB).
+NARROW = _cfg(64, 128, 128, 4, 4)
+# Fewer than sm_count / 8 tiles of 64x128: 64x32 tiles (twice the programs of 64x64): 256^3 fwd
+# 6.5 us against 6.8 for 64x64 (cuBLAS 6.7; warm 2.6 / 2.7 / 3.0; g11.json); the pointer kernel's
+# 32x64 6.7, 64x64 with 128-deep steps 6.8, split-K 8.7. Measured on the forward product only
+# (its dA / dB ran 64x64: 6.6 / 7.0 against cuBLAS 6.3 / 6.5).
+TINY = _cfg(64, 32, 64, 4, 4)
 # Split-K for outputs under half a wave with K > FLAT_MAX_K (dB of a short layer: 1024x1024 from
 # 16384 tokens): 128x256 tiles, each split over K into FP32 partials added in a fixed order
 # (gemm_persistent.run_split; no atomics), split count from the SM count (split_count). 1024x1024
 # x16384 TN: 4 splits 56.4 us cold against 58.6 for one wave of 64x128 tiles (cuBLAS 51.9; warm
 # 53.7 / 55.8); 128x128 tiles in 2 splits 58.0, in 4 64.7 (results/gemm-95-h200/round1.json).
-SPLIT_TILE = _cfg(128, 256, 64, 3, 8)
+# 4 stages (192 KB): 54.8 us against 56.4 for the 3-stage rule (cuBLAS 51.7; warm 51.8 / 52.6);
+# warp-specializing the split's K loop 57.1, 256x128 tiles 60.6-61.0, 2 splits of 128x256 88.1,
+# 128x128 in 2 with WS 58.3, 64x256 in 2 57.3 (gemm11 round, g11.json).
+SPLIT_TILE = _cfg(128, 256, 64, 4, 8)
 SPLIT_MIN_K = 8192
 SPLIT_MIN_STEPS = 16  # each split reduces >= 16 BLOCK_K steps: its partials stay a small share
-CONFIGS = [WIDE, TALL, WIDE_FLAT, TALL_FLAT, MID, NARROW, TINY, SPLIT_TILE]
+CONFIGS = [WIDE, TALL, WIDE_FLAT, TALL_FLAT, WIDE_FLAT_T, MID, NARROW, TINY, SPLIT_TILE]
 INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4,
                       "PERSISTENT": False, "WS": False}  # fmt: skip
 
@@ -221,16 +238,19 @@ def k_class(K: int) -> int:
     return min(triton.next_power_of_2(max(int(K), 1)), 2 * FLAT_MAX_K)
 
 
-def choose(M: int, N: int, sm_count: int, K: int = FLAT_MAX_K) -> triton.Config:
+def choose(M: int, N: int, sm_count: int, K: int = FLAT_MAX_K, a_t: bool = False) -> triton.Config:
     """The config rule. The caller passes M's bucket (gemm_tile._bucket) and K's class
-    (``k_class``), so every M of a bucket (every K of a class) shares one config.
+    (``k_class``), so every M of a bucket (every K of a class) shares one config; ``a_t``: A is
+    column-major and the tokens are in K (the layout class of dB = A^T dC; gemm._launch_tma).
 
-    - Below half a wave of 128x256 tiles: one program per tile, 64x128 tiles while they fit one
-      wave (64x64 when fewer than sm_count / 8 of them), else 128x128.
+    - Below half a wave of 128x256 tiles: split-K for long K when it yields more than one split,
+      else one program per tile, 64x128 tiles (128-deep K steps) while they fit one wave (64x32
+      when fewer than sm_count / 8 of them), else 128x128.
     - Otherwise the tile that finishes in the least time counted in whole waves, each wave costing
       its tile's relative time. 2048x2056x2048: 128x256 needs 2 waves for 1.09 waves of work (51.5
       us), 128x128 3 half-cost waves (43.4 us). 128x256 and 256x128 run the flattened persistent
-      loop when K <= FLAT_MAX_K."""
+      loop when K <= FLAT_MAX_K; there a column-major A turns 256x128 into the swapped product in
+      128x256 tiles (``WIDE_FLAT_T``)."""
     if triton.cdiv(M, 128) * triton.cdiv(N, 256) <= sm_count // 2:
         if K >= SPLIT_MIN_K and split_count(M, N, K, sm_count, SPLIT_TILE) > 1:
             return SPLIT_TILE
@@ -247,7 +267,9 @@ def choose(M: int, N: int, sm_count: int, K: int = FLAT_MAX_K) -> triton.Config:
     if best == "mid":
         return MID
     if K <= FLAT_MAX_K:
-        return WIDE_FLAT if best == "wide" else TALL_FLAT
+        if best == "wide":
+            return WIDE_FLAT
+        return WIDE_FLAT_T if a_t else TALL_FLAT
     return WIDE if best == "wide" else TALL
 
 
