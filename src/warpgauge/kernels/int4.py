@@ -62,6 +62,7 @@ from .int4_kernels import (  # noqa: F401  (the decode strings: tests and experi
     _int4_mm_kernel,
     _splitk_reduce_kernel,
 )
+from .int4_tile import launch_tile
 from .work import Work, esize
 
 __all__ = [
@@ -203,6 +204,9 @@ class Int4Plan:
     num_warps: int = 4
     num_stages: int = 3
     pipeline: int = 0
+    kernel: str = "mm"
+    mode: int = 0
+    fused: bool = False
 
     def __post_init__(self):
         def pow2(v):
@@ -227,6 +231,20 @@ class Int4Plan:
                 f"pipeline={self.pipeline} is a GEMV loop (block_m 1 or 16), got block_m="
                 f"{self.block_m}; the tiled path pipelines by num_stages"
             )
+        if self.kernel not in ("mm", "tile"):
+            raise ValueError(f"kernel must be 'mm' or 'tile', got {self.kernel!r}")
+        if self.kernel == "tile" and (self.block_m < 16 or self.pipeline):
+            raise ValueError(
+                f"kernel='tile' needs block_m >= 16 and pipeline=0, got block_m={self.block_m}, "
+                f"pipeline={self.pipeline}"
+            )
+        if self.mode not in (0, 1, 2) or (self.mode and self.kernel != "tile"):
+            raise ValueError(
+                f"mode must be 0 (exact q), 1 (exact hi + lo) or 2 (rounded weight), the last two "
+                f"with kernel='tile' only; got mode={self.mode}, kernel={self.kernel!r}"
+            )
+        if self.fused and self.kernel != "tile":
+            raise ValueError("fused=True (the split-K reduction in the kernel) needs kernel='tile'")
 
     @property
     def path(self) -> str:
@@ -410,12 +428,21 @@ def int4_linear_packed(
                 "packed must start at a 4-byte aligned offset for the FMA GEMV path; pass "
                 "packed.clone() or a plan with block_m >= 16"
             ) from None
-    if plan.pipeline:
+    reduced = False
+    if plan.kernel == "tile":
+        if group_size < 32 or group_size & (group_size - 1):
+            raise ValueError(
+                f"kernel='tile' needs a power-of-two group_size >= 32, got {group_size}; use a "
+                "plan with kernel='mm'"
+            )
+        asm = USE_ASM_DECODE and not interpreter_enabled()
+        reduced = launch_tile(plan, grid, x2, packed, scales, y, part, group_size, upcast, asm)
+    elif plan.pipeline:
         asm = USE_ASM_DECODE and not interpreter_enabled()
         launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm, FOLD_OFFSET)
     else:
         _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, x.dtype, upcast)
-    if plan.split_k > 1:
+    if plan.split_k > 1 and not reduced:
         total = M * N
         launch(
             _splitk_reduce_kernel,

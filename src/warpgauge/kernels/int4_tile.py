@@ -1,0 +1,220 @@
+"""The tile kernel of the INT4 linear (``Int4Plan(kernel="tile")``, batch >= 2) and its launcher.
+
+One program owns a ``BLOCK_N x BLOCK_M`` tile of ``y^T`` (weight rows x batch rows) and steps one
+group of K per iteration in a ``tl.range(..., num_stages=STAGES)`` loop, so Triton's pipeliner
+keeps the packed weight bytes, the scales and x of the next steps in flight as asynchronous copies
+while the current group decodes (``int4_kernels._dequant_halves``: the PTX decode on the GPU) and
+multiplies on tensor cores. The decoded halves (even k, odd k) feed two dots directly:
+
+- ``XPERM`` (the large-batch form): the launcher first copies x once into a per-group permuted
+  order (the group's even k, then its odd k), so both halves of x are contiguous loads straight
+  into shared memory for wgmma's B operand, and the decoded weight is wgmma's register A operand
+  (no shuffle of x or of the weight in registers). The copy reads and writes M*K elements once.
+- otherwise (``W_AS_B``, the GEMV form for M <= 16): x is loaded contiguously and split into its
+  halves in registers (the tile is 16 rows), the decoded weight is the dot's B side.
+
+``MODE`` says what multiplies x:
+- 0: the exact integers q: one product per group, scaled by the group's scale in FP32 and added
+  to the accumulator (the INT4 contract: the exact dequantized weight, FP32 accumulation).
+- 1: the exact weight ``w = q * s`` (FP32, exact) split into ``hi = dtype(w)`` and
+  ``lo = dtype(w - hi)`` (``q * s`` has at most 14 significant bits, so ``hi + lo == w``): both go
+  through the dots into one accumulator that runs across groups (wgmma's accumulator stays in
+  place, so consecutive dots can be issued back to back), at twice the tensor-core work.
+- 2: the weight rounded once to x's dtype (``dtype(q * s)``: what dense ``F.linear`` on the
+  dequantized weight multiplies, Marlin's numerics). Not the INT4 contract: forced plans only.
+
+Split K (``SPLIT_K > 1``) writes FP32 partials ``[SPLIT_K, M, N]``. With ``FUSED`` the last
+program of each output tile to finish (an atomic counter per tile, reset by that program) adds the
+partials in the fixed order ``0 .. SPLIT_K - 1`` and stores y: the same additions in the same
+order as the separate reduction kernel (bit-identical results, no data atomics), one launch less.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import launch
+from .int4_kernels import _dequant_halves, _scaled
+
+MAX_FUSED_TILES = 8192  # counters per (device, stream); larger grids use the reduction kernel
+_COUNTERS: dict = {}
+
+
+@triton.jit
+def _hilo(q, sc, X_BF16: tl.constexpr, UPCAST: tl.constexpr):
+    """Exact weight q * scale (FP32) as hi + lo in x's dtype (FP32-held under the interpreter)."""
+    w = q.to(tl.float32) * sc[:, None]
+    dt = tl.bfloat16 if X_BF16 else tl.float16
+    h = w.to(dt)
+    lo = (w - h.to(tl.float32)).to(dt)
+    if UPCAST:
+        return h.to(tl.float32), lo.to(tl.float32)
+    return h, lo
+
+
+@triton.jit
+def _group_dot(acc, lo, hi, xe, xo, sc, MODE: tl.constexpr, W_AS_B: tl.constexpr,
+               X_BF16: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+    """acc += one group's product. lo / hi: decoded [BN, HALF] even-k / odd-k weight values;
+    xe / xo: x's [BM, HALF] even-k / odd-k values; sc: [BN] FP32 scales. acc is [BM, BN] when
+    W_AS_B, else [BN, BM]."""
+    if MODE == 0:
+        if W_AS_B:
+            part = tl.dot(xe, tl.trans(lo))
+            part = tl.dot(xo, tl.trans(hi), part)
+            acc += part * sc[None, :]
+        else:
+            part = tl.dot(lo, tl.trans(xe))
+            part = tl.dot(hi, tl.trans(xo), part)
+            acc += part * sc[:, None]
+    elif MODE == 1:
+        lh, ll = _hilo(lo, sc, X_BF16, UPCAST)
+        hh, hl = _hilo(hi, sc, X_BF16, UPCAST)
+        if W_AS_B:
+            acc = tl.dot(xe, tl.trans(lh), acc)
+            acc = tl.dot(xo, tl.trans(hh), acc)
+            acc = tl.dot(xe, tl.trans(ll), acc)
+            acc = tl.dot(xo, tl.trans(hl), acc)
+        else:
+            acc = tl.dot(lh, tl.trans(xe), acc)
+            acc = tl.dot(hh, tl.trans(xo), acc)
+            acc = tl.dot(ll, tl.trans(xe), acc)
+            acc = tl.dot(hl, tl.trans(xo), acc)
+    else:
+        lr = _scaled(lo, sc, X_BF16, UPCAST)
+        hr = _scaled(hi, sc, X_BF16, UPCAST)
+        if W_AS_B:
+            acc = tl.dot(xe, tl.trans(lr), acc)
+            acc = tl.dot(xo, tl.trans(hr), acc)
+        else:
+            acc = tl.dot(lr, tl.trans(xe), acc)
+            acc = tl.dot(hr, tl.trans(xo), acc)
+    return acc
+
+
+@triton.jit(do_not_specialize=["M"])
+def _int4_tile_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
+                      stride_xm, stride_xk, stride_wn, stride_sn, stride_ym, stride_yn,
+                      GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      SPLIT_K: tl.constexpr, MODE: tl.constexpr, XPERM: tl.constexpr,
+                      W_AS_B: tl.constexpr, FUSED: tl.constexpr, X_BF16: tl.constexpr,
+                      UPCAST: tl.constexpr, ASM: tl.constexpr, STAGES: tl.constexpr):  # fmt: skip
+    # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K (once per N-tile, from
+    # L2 after the first), write y M*N; SPLIT_K > 1 also writes + reads SPLIT_K*M*N FP32
+    # partials. FLOPs 2*M*N*K (MODE 1 issues twice that on tensor cores).
+    HALF: tl.constexpr = GROUP // 2
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    pid_m = pid % num_pid_m  # the M-tiles of one N-tile run together: its weight stays in L2
+    pid_n = pid // num_pid_m
+    n_groups = K // GROUP
+    per_split = tl.cdiv(n_groups, SPLIT_K)
+    g_start = pid_k * per_split
+    g_end = tl.minimum(g_start + per_split, n_groups)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = (offs_n % N).to(tl.int64)  # wrapped: the last tile re-reads valid rows
+    ms = (offs_m % M).to(tl.int64)
+    jj = tl.arange(0, HALF)
+    w_ptrs = w_ptr + rows[:, None] * stride_wn + g_start * HALF + jj[None, :]
+    s_ptrs = s_ptr + rows * stride_sn + g_start
+    if XPERM:  # x rows permuted per group (even k, then odd k), unit k stride
+        x_ptrs = x_ptr + ms[:, None] * stride_xm + (g_start * GROUP + jj)[None, :]
+    else:
+        kk = tl.arange(0, GROUP)
+        x_ptrs = (
+            x_ptr
+            + ms[:, None] * stride_xm
+            + (g_start * GROUP + kk).to(tl.int64)[None, :] * stride_xk
+        )
+    if W_AS_B:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for _ in tl.range(g_start, g_end, num_stages=STAGES):
+        b = tl.load(w_ptrs)
+        sc = tl.load(s_ptrs).to(tl.float32)
+        if XPERM:
+            xe = tl.load(x_ptrs)
+            xo = tl.load(x_ptrs + HALF)
+            x_ptrs += GROUP
+        else:
+            xe, xo = tl.split(tl.reshape(tl.load(x_ptrs), (BLOCK_M, HALF, 2)))
+            x_ptrs += GROUP * stride_xk
+        w_ptrs += HALF
+        s_ptrs += 1
+        if UPCAST:
+            xe = xe.to(tl.float32)
+            xo = xo.to(tl.float32)
+        lo, hi = _dequant_halves(b, X_BF16, UPCAST, ASM, False)
+        acc = _group_dot(acc, lo, hi, xe, xo, sc, MODE, W_AS_B, X_BF16, UPCAST)
+    if W_AS_B:
+        m_idx = offs_m[:, None]
+        n_idx = offs_n[None, :]
+    else:
+        m_idx = offs_m[None, :]
+        n_idx = offs_n[:, None]
+    mask = (m_idx < M) & (n_idx < N)
+    y_ptrs = y_ptr + m_idx.to(tl.int64) * stride_ym + n_idx.to(tl.int64) * stride_yn
+    if SPLIT_K == 1:
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        total = M.to(tl.int64) * N
+        p_ptrs = part_ptr + m_idx.to(tl.int64) * N + n_idx
+        tl.store(p_ptrs + pid_k * total, acc, mask=mask)
+        if FUSED:
+            tl.debug_barrier()  # every thread's partial is stored before the counter moves
+            done = tl.atomic_add(cnt_ptr + pid, 1, sem="acq_rel", scope="gpu")
+            if done == SPLIT_K - 1:  # the last split of this tile: reduce in the fixed order
+                out = tl.load(p_ptrs, mask=mask, other=0.0, cache_modifier=".cg")
+                for s in tl.static_range(1, SPLIT_K):
+                    out += tl.load(p_ptrs + s * total, mask=mask, other=0.0, cache_modifier=".cg")
+                tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=mask)
+                tl.atomic_xchg(cnt_ptr + pid, 0)  # ready for the next call
+
+
+def permute_x(x2: torch.Tensor, group_size: int) -> torch.Tensor:
+    """x [M, K] -> contiguous [M, K] with each group's even k first, then its odd k."""
+    M, K = x2.shape
+    return x2.unflatten(1, (K // group_size, group_size // 2, 2)).transpose(2, 3).reshape(M, K)
+
+
+def _counters(device, tiles: int) -> torch.Tensor:
+    """Zeroed int32 counters, one per output tile; the reducing program resets its own to zero.
+    Cached per (device, stream) outside tracing; a fresh zeroed tensor while tracing."""
+    if torch.compiler.is_compiling() or tiles > MAX_FUSED_TILES:
+        return torch.zeros(max(tiles, 1), dtype=torch.int32, device=device)
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (str(device), stream)
+    buf = _COUNTERS.get(key)
+    if buf is None:
+        buf = _COUNTERS[key] = torch.zeros(MAX_FUSED_TILES, dtype=torch.int32, device=device)
+    return buf
+
+
+def fused_ok(tiles: int) -> bool:
+    return tiles <= MAX_FUSED_TILES
+
+
+def launch_tile(plan, grid, x2, packed, scales, y, part, group_size, upcast, asm):
+    """Launch ``_int4_tile_kernel`` for ``plan`` (``kernel == "tile"``); the caller reduces the
+    partials when ``plan.split_k > 1`` and the plan is not fused. Returns whether it reduced."""
+    M, K = x2.shape
+    N = packed.shape[0]
+    w_as_b = plan.block_m <= 16
+    xperm = not w_as_b
+    xs = permute_x(x2, group_size) if xperm else x2
+    fused = plan.split_k > 1 and plan.fused and fused_ok(grid[0])
+    cnt = _counters(x2.device, grid[0]) if fused else part
+    launch(_int4_tile_kernel, grid,
+        xs, packed, scales, y, part, cnt, M, N, K,
+        xs.stride(0), xs.stride(1), packed.stride(0), scales.stride(0), y.stride(0), y.stride(1),
+        GROUP=group_size, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, SPLIT_K=plan.split_k,
+        MODE=plan.mode, XPERM=xperm, W_AS_B=w_as_b, FUSED=fused,
+        X_BF16=x2.dtype == torch.bfloat16, UPCAST=upcast, ASM=asm, STAGES=plan.num_stages,
+        num_warps=plan.num_warps, num_stages=plan.num_stages,
+    )  # fmt: skip
+    return fused

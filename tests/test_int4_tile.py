@@ -1,0 +1,129 @@
+"""The tile kernel of ``kernels/int4_tile.py`` (``Int4Plan(kernel="tile")``, batch >= 2) on small
+shapes: the Triton interpreter on the CPU (TRITON_INTERPRET=1, FP16: its BF16 dot is wrong) or a
+GPU. FP64 references, NaN-poisoned outputs and scratch, odd N (a wrapped last tile), group counts
+that the split does not divide (an empty split), strided x, both reduction forms."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from warpgauge._device import interpreter_enabled
+from warpgauge.kernels import int4 as int4_mod
+from warpgauge.kernels import int4_tile
+from warpgauge.kernels.int4 import Int4Plan, int4_linear
+from warpgauge.quant import quantize_int4
+from warpgauge.reference import assert_close, int4_linear_ref
+
+DEV = "cpu" if interpreter_enabled() else "cuda"
+DT = torch.float16 if interpreter_enabled() else torch.bfloat16
+kernels = pytest.mark.skipif(
+    not (interpreter_enabled() or torch.cuda.is_available()),
+    reason="needs a CUDA GPU or TRITON_INTERPRET=1",
+)
+
+
+def rand(*shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype=dtype, device=DEV)
+
+
+def _case(M, N, K, group, seed=0):
+    qw = quantize_int4(rand(N, K, dtype=DT, seed=seed), group)
+    return rand(M, K, dtype=DT, seed=seed + 1), qw
+
+
+@pytest.fixture
+def poison(monkeypatch):
+    """Every output and split-K scratch buffer the launchers allocate starts as NaN."""
+
+    def nan_alloc(shape, dtype, device):
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+    monkeypatch.setattr(int4_mod, "_alloc", nan_alloc)
+
+
+TILE = dict(kernel="tile", num_stages=2)
+PLANS = [
+    # block_m 16: the GEMV form (x split into halves in registers, the weight as the dot's B)
+    Int4Plan(block_m=16, block_n=16, split_k=1, num_warps=1, **TILE),
+    Int4Plan(block_m=16, block_n=32, split_k=3, num_warps=2, fused=True, **TILE),
+    Int4Plan(block_m=16, block_n=16, split_k=2, num_warps=1, mode=1, **TILE),
+    # block_m > 16: the large-batch form (x permuted once, the weight as the dot's A)
+    Int4Plan(block_m=32, block_n=16, split_k=1, num_warps=2, **TILE),
+    Int4Plan(block_m=32, block_n=32, split_k=3, num_warps=2, fused=True, **TILE),
+    Int4Plan(block_m=32, block_n=16, split_k=2, num_warps=2, mode=1, **TILE),
+    Int4Plan(block_m=32, block_n=16, split_k=3, num_warps=2, mode=1, fused=True, **TILE),
+]
+
+
+def _id(p):
+    return f"m{p.block_m}n{p.block_n}s{p.split_k}mode{p.mode}{'f' if p.fused else ''}"
+
+
+@kernels
+@pytest.mark.parametrize("plan", PLANS, ids=_id)
+def test_int4_tile_exact(plan, poison):
+    # Modes 0 and 1 multiply the exact weight: FP64 reference of the exact dequantized weight.
+    # N = 37 (a wrapped last tile), 5 groups of 64 (split 3: 2 + 2 + 1), M = 3 (one tile) and
+    # 35 (two tiles of 32, the second wrapped), strided x (stride_xk = 2).
+    group, N = 64, 37
+    for M in (3, 35):
+        x, qw = _case(M, N, 5 * group, group, seed=M)
+        w = qw.dequantize(torch.float32)
+        assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w), msg=f"M={M} {plan}")
+    xs = _case(4, N, 10 * group, group, seed=9)[0][:, ::2]
+    y = int4_linear(xs, qw, plan=plan)
+    assert_close(y, int4_linear_ref(xs, w), msg=f"strided {plan}")
+
+
+@kernels
+def test_int4_tile_fused_matches_reduce_kernel(poison):
+    # The in-kernel reduction adds the same partials in the same order as the reduction kernel:
+    # the same bits; a second call (counters reset by the reducing programs) gives them again.
+    x, qw = _case(20, 50, 7 * 32, 32, seed=5)
+    fused = Int4Plan(block_m=16, block_n=16, split_k=4, num_warps=1, fused=True, **TILE)
+    plain = dataclasses.replace(fused, fused=False)
+    y1 = int4_linear(x, qw, plan=fused)
+    assert torch.equal(y1, int4_linear(x, qw, plan=plain))
+    assert torch.equal(y1, int4_linear(x, qw, plan=fused))
+    assert int(int4_tile._counters(x.device, 8).abs().sum()) == 0
+
+
+@kernels
+def test_int4_tile_rounded_weight(poison):
+    # Mode 2 multiplies the weight rounded once to x's dtype (dense F.linear's numerics): its
+    # reference is that rounded weight in FP64; the exact reference is not what it computes.
+    x, qw = _case(33, 21, 3 * 128, 128, seed=7)
+    plan = Int4Plan(block_m=32, block_n=16, split_k=1, num_warps=2, mode=2, **TILE)
+    w_r = qw.dequantize(DT)
+    assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_r), msg=f"{plan}")
+
+
+def test_int4_tile_x_permutation():
+    x = torch.arange(2 * 128, dtype=torch.float32).view(2, 128)
+    xp = int4_tile.permute_x(x, 64)
+    assert xp.is_contiguous()
+    assert torch.equal(xp[0, :32], x[0, 0:64:2]) and torch.equal(xp[0, 32:64], x[0, 1:64:2])
+    assert torch.equal(xp[1, 64:96], x[1, 64:128:2])
+    assert torch.equal(int4_tile.permute_x(x[:, ::1].t().contiguous().t(), 64), xp)
+
+
+def test_int4_tile_plan_validation():
+    with pytest.raises(ValueError, match="kernel must be"):
+        Int4Plan(block_m=16, block_n=16, kernel="x")
+    with pytest.raises(ValueError, match="block_m >= 16"):
+        Int4Plan(block_m=1, block_n=16, kernel="tile")
+    with pytest.raises(ValueError, match="mode must be"):
+        Int4Plan(block_m=16, block_n=16, mode=1)
+    with pytest.raises(ValueError, match="fused=True"):
+        Int4Plan(block_m=16, block_n=16, fused=True)
+
+
+@kernels
+def test_int4_tile_group_size_error():
+    x, qw = _case(2, 16, 96, 48, seed=1)
+    with pytest.raises(ValueError, match="power-of-two group_size"):
+        int4_linear(x, qw, plan=Int4Plan(block_m=16, block_n=16, **TILE))
