@@ -118,6 +118,8 @@ def test_int4_tile_plan_validation():
         Int4Plan(block_m=1, block_n=16, kernel="tile")
     with pytest.raises(ValueError, match="mode must be"):
         Int4Plan(block_m=16, block_n=16, mode=1)
+    with pytest.raises(ValueError, match="tma=True"):
+        Int4Plan(block_m=16, block_n=16, kernel="tile", tma=True)
     with pytest.raises(ValueError, match="fused=True"):
         Int4Plan(block_m=16, block_n=16, fused=True)
 
@@ -127,3 +129,16 @@ def test_int4_tile_group_size_error():
     x, qw = _case(2, 16, 96, 48, seed=1)
     with pytest.raises(ValueError, match="power-of-two group_size"):
         int4_linear(x, qw, plan=Int4Plan(block_m=16, block_n=16, **TILE))
+
+
+@kernels
+@pytest.mark.parametrize("split", [1, 3])
+def test_int4_tile_tma(split, poison):
+    # x and the packed weight through TMA descriptors (rows past M and N read as zeros): N = 40
+    # (a partial last tile of 32 rows), M = 35 (a partial second tile), 5 groups of 64.
+    plan = Int4Plan(
+        block_m=32, block_n=32, split_k=split, num_warps=2, fused=True, tma=True, **TILE
+    )
+    x, qw = _case(35, 40, 5 * 64, 64, seed=11)
+    w = qw.dequantize(torch.float32)
+    assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w), msg=f"{plan}")

@@ -207,6 +207,7 @@ class Int4Plan:
     kernel: str = "mm"
     mode: int = 0
     fused: bool = False
+    tma: bool = False
 
     def __post_init__(self):
         def pow2(v):
@@ -242,6 +243,11 @@ class Int4Plan:
             raise ValueError(
                 f"mode must be 0 (exact q), 1 (exact hi + lo) or 2 (rounded weight), the last two "
                 f"with kernel='tile' only; got mode={self.mode}, kernel={self.kernel!r}"
+            )
+        if self.tma and (self.kernel != "tile" or self.block_m <= GEMV_MAX_M):
+            raise ValueError(
+                f"tma=True (x and the packed weight through TMA descriptors) needs kernel='tile' "
+                f"and block_m > {GEMV_MAX_M}, got kernel={self.kernel!r}, block_m={self.block_m}"
             )
         if self.fused and self.kernel != "tile":
             raise ValueError("fused=True (the split-K reduction in the kernel) needs kernel='tile'")

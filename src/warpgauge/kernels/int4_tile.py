@@ -94,16 +94,17 @@ def _group_dot(acc, lo, hi, xe, xo, sc, MODE: tl.constexpr, W_AS_B: tl.constexpr
     return acc
 
 
-@triton.jit(do_not_specialize=["M"])
-def _int4_tile_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
+@triton.jit(do_not_specialize=["M", "split_k"])
+def _int4_tile_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K, split_k,
                       stride_xm, stride_xk, stride_wn, stride_sn, stride_ym, stride_yn,
                       GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                      SPLIT_K: tl.constexpr, MODE: tl.constexpr, XPERM: tl.constexpr,
-                      W_AS_B: tl.constexpr, FUSED: tl.constexpr, X_BF16: tl.constexpr,
+                      HAS_SPLIT: tl.constexpr, MODE: tl.constexpr, XPERM: tl.constexpr,
+                      W_AS_B: tl.constexpr, FUSED: tl.constexpr, TMA: tl.constexpr, X_BF16: tl.constexpr,
                       UPCAST: tl.constexpr, ASM: tl.constexpr, STAGES: tl.constexpr):  # fmt: skip
     # I/O (compulsory): read packed N*K/2 B + scales N*K/GROUP + x M*K (once per N-tile, from
-    # L2 after the first), write y M*N; SPLIT_K > 1 also writes + reads SPLIT_K*M*N FP32
-    # partials. FLOPs 2*M*N*K (MODE 1 issues twice that on tensor cores).
+    # L2 after the first), write y M*N; split_k > 1 also writes + reads split_k*M*N FP32
+    # partials (split_k is a runtime value: a new split compiles nothing). FLOPs 2*M*N*K (MODE 1
+    # issues twice that on tensor cores).
     HALF: tl.constexpr = GROUP // 2
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -111,7 +112,7 @@ def _int4_tile_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
     pid_m = pid % num_pid_m  # the M-tiles of one N-tile run together: its weight stays in L2
     pid_n = pid // num_pid_m
     n_groups = K // GROUP
-    per_split = tl.cdiv(n_groups, SPLIT_K)
+    per_split = tl.cdiv(n_groups, split_k)
     g_start = pid_k * per_split
     g_end = tl.minimum(g_start + per_split, n_groups)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -119,11 +120,17 @@ def _int4_tile_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
     rows = (offs_n % N).to(tl.int64)  # wrapped: the last tile re-reads valid rows
     ms = (offs_m % M).to(tl.int64)
     jj = tl.arange(0, HALF)
-    w_ptrs = w_ptr + rows[:, None] * stride_wn + g_start * HALF + jj[None, :]
     s_ptrs = s_ptr + rows * stride_sn + g_start
-    if XPERM:  # x rows permuted per group (even k, then odd k), unit k stride
+    if TMA:  # x_ptr and w_ptr are TMA descriptors; no pointers to build
+        w_ptrs = s_ptrs
+        x_ptrs = s_ptrs
+    elif XPERM:
+        w_ptrs = (
+            w_ptr + rows[:, None] * stride_wn + g_start * HALF + jj[None, :]
+        )  # x rows permuted per group (even k, then odd k), unit k stride
         x_ptrs = x_ptr + ms[:, None] * stride_xm + (g_start * GROUP + jj)[None, :]
     else:
+        w_ptrs = w_ptr + rows[:, None] * stride_wn + g_start * HALF + jj[None, :]
         kk = tl.arange(0, GROUP)
         x_ptrs = (
             x_ptr
@@ -134,17 +141,27 @@ def _int4_tile_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     else:
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for _ in tl.range(g_start, g_end, num_stages=STAGES):
-        b = tl.load(w_ptrs)
-        sc = tl.load(s_ptrs).to(tl.float32)
-        if XPERM:
+    # The scales are 2-byte loads per row, too narrow for cp.async, so the pipeliner leaves them
+    # synchronous: they are prefetched by hand, one group ahead, in registers.
+    sc_nx = tl.load(s_ptrs, mask=(rows * 0 + g_start) < g_end, other=0.0)
+    for g in tl.range(g_start, g_end, num_stages=STAGES):
+        if TMA:  # x_ptr, w_ptr are descriptors (XPERM): rows past M / N read as zeros
+            b = w_ptr.load([pid_n * BLOCK_N, g * HALF])
+        else:
+            b = tl.load(w_ptrs)
+            w_ptrs += HALF
+        sc = sc_nx.to(tl.float32)
+        sc_nx = tl.load(s_ptrs + 1, mask=(rows * 0 + g + 1) < g_end, other=0.0)
+        if TMA:
+            xe = x_ptr.load([pid_m * BLOCK_M, g * GROUP])
+            xo = x_ptr.load([pid_m * BLOCK_M, g * GROUP + HALF])
+        elif XPERM:
             xe = tl.load(x_ptrs)
             xo = tl.load(x_ptrs + HALF)
             x_ptrs += GROUP
         else:
             xe, xo = tl.split(tl.reshape(tl.load(x_ptrs), (BLOCK_M, HALF, 2)))
             x_ptrs += GROUP * stride_xk
-        w_ptrs += HALF
         s_ptrs += 1
         if UPCAST:
             xe = xe.to(tl.float32)
@@ -159,7 +176,7 @@ def _int4_tile_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
         n_idx = offs_n[:, None]
     mask = (m_idx < M) & (n_idx < N)
     y_ptrs = y_ptr + m_idx.to(tl.int64) * stride_ym + n_idx.to(tl.int64) * stride_yn
-    if SPLIT_K == 1:
+    if not HAS_SPLIT:
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
     else:
         total = M.to(tl.int64) * N
@@ -168,9 +185,9 @@ def _int4_tile_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K,
         if FUSED:
             tl.debug_barrier()  # every thread's partial is stored before the counter moves
             done = tl.atomic_add(cnt_ptr + pid, 1, sem="acq_rel", scope="gpu")
-            if done == SPLIT_K - 1:  # the last split of this tile: reduce in the fixed order
+            if done == split_k - 1:  # the last split of this tile: reduce in the fixed order
                 out = tl.load(p_ptrs, mask=mask, other=0.0, cache_modifier=".cg")
-                for s in tl.static_range(1, SPLIT_K):
+                for s in range(1, split_k):
                     out += tl.load(p_ptrs + s * total, mask=mask, other=0.0, cache_modifier=".cg")
                 tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=mask)
                 tl.atomic_xchg(cnt_ptr + pid, 0)  # ready for the next call
@@ -209,11 +226,18 @@ def launch_tile(plan, grid, x2, packed, scales, y, part, group_size, upcast, asm
     xs = permute_x(x2, group_size) if xperm else x2
     fused = plan.split_k > 1 and plan.fused and fused_ok(grid[0])
     cnt = _counters(x2.device, grid[0]) if fused else part
+    xa, wa = xs, packed
+    if plan.tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        half = group_size // 2
+        xa = TensorDescriptor(xs, [M, K], [K, 1], [plan.block_m, half])
+        wa = TensorDescriptor(packed, [N, K // 2], [K // 2, 1], [plan.block_n, half])
     launch(_int4_tile_kernel, grid,
-        xs, packed, scales, y, part, cnt, M, N, K,
+        xa, wa, scales, y, part, cnt, M, N, K, plan.split_k,
         xs.stride(0), xs.stride(1), packed.stride(0), scales.stride(0), y.stride(0), y.stride(1),
-        GROUP=group_size, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, SPLIT_K=plan.split_k,
-        MODE=plan.mode, XPERM=xperm, W_AS_B=w_as_b, FUSED=fused,
+        GROUP=group_size, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HAS_SPLIT=plan.split_k > 1,
+        MODE=plan.mode, XPERM=xperm, W_AS_B=w_as_b, FUSED=fused, TMA=plan.tma,
         X_BF16=x2.dtype == torch.bfloat16, UPCAST=upcast, ASM=asm, STAGES=plan.num_stages,
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )  # fmt: skip
