@@ -62,6 +62,9 @@ def candidates(M, N, K, sm, lite=False):
             out.append(_t(16, rule.block_n, rule.split_k, 4, 3, 0, 0))
         sp = s._split_for(triton.cdiv(N, 128), sm, 3, 16, ng, 2)
         out.append(_t(16, 128, sp, 4, 4, 0, 1))
+        if not lite:  # more, shorter programs: 64 rows, 2 warps
+            sp = s._split_for(triton.cdiv(N, 64), sm, 4, 16, ng, 2)
+            out.append(_t(16, 64, sp, 2, 3, 0, 1))
         return out
     bm = min(128, triton.next_power_of_2(M))
     # (block_m, block_n, warps, stages, mode, programs per SM the split aims at, flags)
@@ -69,12 +72,15 @@ def candidates(M, N, K, sm, lite=False):
             (bm, 64, 4, 3, 0, 2.0, "m"), (min(bm, 64), 256, 8, 3, 0, 1.0, "m")]  # fmt: skip
     if not lite:
         grid[1:1] = [(bm, 128, 8, 3, 0, 1.0, ""), (bm, 128, 8, 3, 2, 1.0, "m")]
+        grid.append((bm, 128, 8, 3, 0, 0.5, "m"))  # the split that stays within one wave
         if M >= 128:
             grid.append((128, 128, 8, 4, 0, 1.0, "m"))
     for bm_, bn, w, st, mode, per_sm, fl in grid:
         tiles = triton.cdiv(M, bm_) * triton.cdiv(N, bn)
         sp = s._split_for(tiles, sm, per_sm, 16, ng, 4)
-        out.append(_t(bm_, bn, sp, w, st, mode, 1, fl))
+        v = _t(bm_, bn, sp, w, st, mode, 1, fl)
+        if v not in out:
+            out.append(v)
     return out
 
 
