@@ -142,3 +142,67 @@ def test_int4_tile_tma(split, poison):
     x, qw = _case(35, 40, 5 * 64, 64, seed=11)
     w = qw.dequantize(torch.float32)
     assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w), msg=f"{plan}")
+
+
+def _fields(p):
+    return (p.kernel, p.block_m, p.block_n, p.split_k, p.num_warps, p.fused, p.tma)
+
+
+@pytest.mark.parametrize(
+    "M,N,K,want",
+    [
+        # batch 2-16: the GEMV form with the mm rule's tile and split; fused below 2^25 weights
+        (4, 4096, 4096, ("tile", 16, 128, 8, 4, True, False)),
+        (16, 4096, 4096, ("tile", 16, 128, 8, 4, True, False)),
+        (4, 8192, 8192, ("tile", 16, 256, 8, 4, False, False)),
+        (16, 14336, 4096, ("tile", 16, 256, 4, 4, False, False)),
+        # batch 17-64 on weights >= 2^25: 32 / 64-row tiles, 2 / 3 programs per SM, TMA
+        (32, 4096, 4096, ("mm", 32, 128, 4, 4, False, False)),  # small weight: the mm rule
+        (32, 14336, 4096, ("tile", 32, 64, 2, 4, True, True)),
+        (17, 8192, 8192, ("tile", 32, 64, 4, 4, True, True)),
+        (64, 4096, 14336, ("tile", 64, 64, 8, 4, True, True)),
+        (33, 14336, 4096, ("tile", 64, 64, 2, 4, True, True)),
+        (64, 8192, 8192, ("tile", 64, 64, 4, 4, True, True)),
+        # batch 65-256: 128 x 64 tiles without a split when they make >= 3 per SM
+        (256, 14336, 4096, ("tile", 128, 64, 1, 4, True, True)),  # 448 tiles
+        (65, 28672, 8192, ("tile", 128, 64, 1, 4, True, True)),
+        (256, 128256, 4096, ("tile", 128, 64, 1, 4, True, True)),
+        (128, 14336, 4096, ("mm", 128, 64, 1, 4, False, False)),  # 224 tiles < 396
+        (256, 8192, 8192, ("mm", 128, 64, 1, 4, False, False)),
+        (257, 28672, 8192, ("mm", 128, 128, 1, 8, False, False)),  # above 256: not measured
+    ],
+)
+def test_plan_rule_tile_kernel_h200(M, N, K, want):
+    # the plans results/int4big-h200/int4big.json measured (the variant named in the comments
+    # of kernels/int4_tile.py), on 132 SMs
+    assert _fields(Int4Plan.for_shape(M, N, K, 132)) == want
+
+
+def test_plan_rule_tile_kernel_from_sm_count_and_group_size():
+    # the thresholds scale with the device: 224 tiles are >= 3 per SM on 66 SMs
+    assert Int4Plan.for_shape(128, 14336, 4096, 66).kernel == "tile"
+    assert Int4Plan.for_shape(128, 14336, 4096, 132).kernel == "mm"
+    # fewer programs per SM wanted on a smaller device: the split follows
+    assert Int4Plan.for_shape(64, 4096, 14336, 66).split_k == 4
+    # group sizes the tile kernel cannot run (not a power of two >= 32) keep the mm kernel
+    for g in (16, 48):
+        assert Int4Plan.for_shape(64, 8192, 8192 // g * g, 132, group_size=g).kernel == "mm"
+    # every batch of a bucket shares the plan (a new batch size compiles nothing)
+    for lo, hi in ((2, 16), (17, 32), (33, 64), (65, 128), (129, 256)):
+        plans = {Int4Plan.for_shape(m, 28672, 8192, 132) for m in (lo, (lo + hi) // 2, hi)}
+        assert len(plans) == 1, (lo, hi, plans)
+
+
+@kernels
+def test_int4_tile_default_plans_small(poison, monkeypatch):
+    # the default rule's tile-kernel forms on a small weight (every weight counted as large) and
+    # a 1-SM device: GEMV form, 32-row tiles, 128 x 64 tiles; FP64 reference, N = 200 (partial
+    # last tiles)
+    monkeypatch.setattr(int4_tile, "SMALL_WEIGHT", 0)
+    x, qw = _case(70, 200, 512, 64, seed=21)
+    w = qw.dequantize(torch.float32)
+    for M, bm in ((3, 16), (20, 32), (70, 128)):
+        p = Int4Plan.for_shape(M, 200, 512, 1, group_size=64)
+        assert (p.kernel, p.block_m, p.tma or bm == 16) == ("tile", bm, True), p
+        y = int4_linear(x[:M], qw, plan=p)
+        assert_close(y, int4_linear_ref(x[:M], w), msg=f"M={M} {p}")

@@ -62,7 +62,7 @@ from .int4_kernels import (  # noqa: F401  (the decode strings: tests and experi
     _int4_mm_kernel,
     _splitk_reduce_kernel,
 )
-from .int4_tile import launch_tile
+from .int4_tile import launch_tile, tile_rule
 from .work import Work, esize
 
 __all__ = [
@@ -331,7 +331,7 @@ class Int4Plan:
             tiles = triton.cdiv(N, bn) * triton.cdiv(max(M, 1), 16)
             plan["block_n"] = bn
             split = _split(tiles, sm_count, per_sm, n_groups, min_groups, max_split)
-        return cls(split_k=split, **plan)
+        return cls(**tile_rule(dict(plan, split_k=split), M, N, K, sm_count, group_size))
 
 
 # --------------------------------------------------------------------------------------------

@@ -227,7 +227,7 @@ def launch_tile(plan, grid, x2, packed, scales, y, part, group_size, upcast, asm
     fused = plan.split_k > 1 and plan.fused and fused_ok(grid[0])
     cnt = _counters(x2.device, grid[0]) if fused else part
     xa, wa = xs, packed
-    if plan.tma:
+    if plan.tma and packed.data_ptr() % 16 == 0:  # TMA needs 16-byte aligned bases
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         half = group_size // 2
@@ -237,8 +237,70 @@ def launch_tile(plan, grid, x2, packed, scales, y, part, group_size, upcast, asm
         xa, wa, scales, y, part, cnt, M, N, K, plan.split_k,
         xs.stride(0), xs.stride(1), packed.stride(0), scales.stride(0), y.stride(0), y.stride(1),
         GROUP=group_size, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HAS_SPLIT=plan.split_k > 1,
-        MODE=plan.mode, XPERM=xperm, W_AS_B=w_as_b, FUSED=fused, TMA=plan.tma,
+        MODE=plan.mode, XPERM=xperm, W_AS_B=w_as_b, FUSED=fused, TMA=xa is not xs,
         X_BF16=x2.dtype == torch.bfloat16, UPCAST=upcast, ASM=asm, STAGES=plan.num_stages,
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )  # fmt: skip
     return fused
+
+
+# --------------------------------------------------------------------------------------------
+# The batch >= 2 rule (Int4Plan.for_shape calls it with the plan of the mm-kernel rule). Every
+# threshold is from one H200 sweep, results/int4big-h200/int4big.json (cold us; "old" is the
+# mm-kernel rule, the plan this function receives). Splits come from the SM count, never a list.
+# Below SMALL_WEIGHT (N * K < 2^25, e.g. 4096 x 4096) fixed per-call costs decide: one launch
+# less pays (the fused reduction), the x permutation's copy does not.
+SMALL_WEIGHT = 1 << 25
+# 2 <= M <= 16: the GEMV form with the old rule's tile and split (1-3.5% faster than the mm
+# kernel with the same plan at 8192^2 and 14336x4096, batch 4 and 16: 25.3 / 25.5 / 22.4 / 22.8
+# against 25.6 / 25.8 / 22.9 / 23.6). The fused reduction only for small weights: 4096^2 batch 4
+# / 16 (split 8) 12.5 / 12.9 against 13.1 / 13.2 unfused (old 13.5 / 13.5); on 8192^2 and
+# 14336x4096 it cost 0.1-1.2 us, and at split 16 (4096x14336) 1.1-2.7 us.
+# 17 <= M <= 64, N * K >= SMALL_WEIGHT: the large-batch form, 4 warps, TMA loads, the split that
+# reaches TILE_PROGRAMS_PER_SM programs per SM (>= 4 groups per split), fused reduction.
+# batch 32: 32 x 64 tiles, 2 per SM: 14336x4096 32.1 (old 35.0), 8192^2 33.6 (37.4);
+# batch 64: 64 x 64 tiles (127 registers, 57 KB shared: 3 programs per SM), 3 per SM:
+# 4096x14336 43.6 (46.8), 14336x4096 40.2 (40.1), 8192^2 44.7 (44.4).
+# 4096^2 lost at every tile (32: 18.8 against 15.1; 64: 21.7 against 17.4): the old plan stays.
+TILE_PROGRAMS_PER_SM = {32: 2.0, 64: 3.0}
+# 64 < M <= 256: 128 x 64 tiles, 4 warps, TMA, no split, when those tiles alone make at least
+# TILE_WIDE_TILES_PER_SM per SM (448-4008 tiles measured, 1.14-1.22x the old plan: 256x14336x4096
+# 75.3 (85.9), 128x28672x8192 139.7 (164.5), 256x28672x8192 265.0 (310.4), 256x128256x4096 514.5
+# (626.9)). With fewer tiles every split of the tile kernel lost to the old plan (128x14336x4096:
+# 51.5 at split 2 against 45.0; 256x8192^2 88.7 against 84.8), so the old plan stays there.
+TILE_WIDE_TILES_PER_SM = 3
+TILE_WIDE_MAX_M = 256
+
+
+def _split(tiles, sm_count, per_sm, n_groups, min_groups=4, max_split=16) -> int:
+    split = 1
+    while tiles * split < per_sm * sm_count and n_groups >= 2 * split * min_groups:
+        if split >= max_split:
+            break
+        split *= 2
+    return split
+
+
+def tile_rule(fields: dict, M: int, N: int, K: int, sm_count: int, group_size: int) -> dict:
+    """The plan fields for batch ``M >= 2``: ``fields`` (the mm-kernel rule's plan) moved to the
+    tile kernel where the H200 sweep measured it faster (the table above), else unchanged."""
+    if M < 2 or group_size < 32 or group_size & (group_size - 1):
+        return fields
+    small = N * K < SMALL_WEIGHT
+    if M <= 16:
+        return dict(fields, kernel="tile", fused=small)
+    n_groups = max(K // group_size, 1)
+    n_cap = max(16, triton.next_power_of_2(N))
+    if M <= 64 and not small:
+        bm = max(32, triton.next_power_of_2(M))
+        bn = min(64, n_cap)
+        tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+        split = _split(tiles, sm_count, TILE_PROGRAMS_PER_SM[bm], n_groups)
+    elif 64 < M <= TILE_WIDE_MAX_M:
+        bm, bn, split = 128, min(64, n_cap), 1
+        if triton.cdiv(M, bm) * triton.cdiv(N, bn) < TILE_WIDE_TILES_PER_SM * sm_count:
+            return fields
+    else:
+        return fields
+    return dict(block_m=bm, block_n=bn, groups_per_iter=1, split_k=split, num_warps=4,
+                num_stages=3, pipeline=0, kernel="tile", fused=True, tma=True)  # fmt: skip
