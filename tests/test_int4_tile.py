@@ -151,11 +151,11 @@ def _fields(p):
 @pytest.mark.parametrize(
     "M,N,K,want",
     [
-        # batch 2-16: the GEMV form with the mm rule's tile and split; fused below 2^25 weights
-        (4, 4096, 4096, ("tile", 16, 128, 8, 4, True, False)),
+        # batch 2-16 below 2^25 weights: the GEMV form, the mm rule's tile and split, fused
+        (2, 4096, 4096, ("tile", 16, 128, 8, 4, True, False)),
         (16, 4096, 4096, ("tile", 16, 128, 8, 4, True, False)),
-        (4, 8192, 8192, ("tile", 16, 256, 8, 4, False, False)),
-        (16, 14336, 4096, ("tile", 16, 256, 4, 4, False, False)),
+        (4, 8192, 8192, ("mm", 16, 256, 8, 4, False, False)),  # larger: the mm kernel
+        (16, 14336, 4096, ("mm", 16, 256, 4, 4, False, False)),
         # batch 17-64 on weights >= 2^25: 32 / 64-row tiles, 2 / 3 programs per SM, TMA
         (32, 4096, 4096, ("mm", 32, 128, 4, 4, False, False)),  # small weight: the mm rule
         (32, 14336, 4096, ("tile", 32, 64, 2, 4, True, True)),
@@ -195,13 +195,13 @@ def test_plan_rule_tile_kernel_from_sm_count_and_group_size():
 
 @kernels
 def test_int4_tile_default_plans_small(poison, monkeypatch):
-    # the default rule's tile-kernel forms on a small weight (every weight counted as large) and
-    # a 1-SM device: GEMV form, 32-row tiles, 128 x 64 tiles; FP64 reference, N = 200 (partial
-    # last tiles)
-    monkeypatch.setattr(int4_tile, "SMALL_WEIGHT", 0)
+    # the default rule's tile-kernel forms on a small weight and a 1-SM device: the GEMV form
+    # (a small weight), 32-row and 128 x 64 tiles (every weight counted as large); FP64
+    # reference, N = 200 (partial last tiles)
     x, qw = _case(70, 200, 512, 64, seed=21)
     w = qw.dequantize(torch.float32)
     for M, bm in ((3, 16), (20, 32), (70, 128)):
+        monkeypatch.setattr(int4_tile, "SMALL_WEIGHT", 1 << 25 if M <= 16 else 0)
         p = Int4Plan.for_shape(M, 200, 512, 1, group_size=64)
         assert (p.kernel, p.block_m, p.tma or bm == 16) == ("tile", bm, True), p
         y = int4_linear(x[:M], qw, plan=p)

@@ -251,11 +251,12 @@ def launch_tile(plan, grid, x2, packed, scales, y, part, group_size, upcast, asm
 # Below SMALL_WEIGHT (N * K < 2^25, e.g. 4096 x 4096) fixed per-call costs decide: one launch
 # less pays (the fused reduction), the x permutation's copy does not.
 SMALL_WEIGHT = 1 << 25
-# 2 <= M <= 16: the GEMV form with the old rule's tile and split (1-3.5% faster than the mm
-# kernel with the same plan at 8192^2 and 14336x4096, batch 4 and 16: 25.3 / 25.5 / 22.4 / 22.8
-# against 25.6 / 25.8 / 22.9 / 23.6). The fused reduction only for small weights: 4096^2 batch 4
-# / 16 (split 8) 12.5 / 12.9 against 13.1 / 13.2 unfused (old 13.5 / 13.5); on 8192^2 and
-# 14336x4096 it cost 0.1-1.2 us, and at split 16 (4096x14336) 1.1-2.7 us.
+# 2 <= M <= 16, N * K < SMALL_WEIGHT: the GEMV form with the old rule's tile and split and the
+# fused reduction: 4096^2 batch 2 / 4 / 8 / 16 (128 rows, split 8) 12.5 / 12.5 / 12.4 / 12.9
+# against 12.6 / 13.5 / 13.6 / 13.5 (unfused: batch 4 / 16 13.1 / 13.2). Larger weights keep the
+# mm kernel: there the fused reduction cost 0.1-1.2 us (8192^2, 14336x4096; 1.1-2.7 us at split 16,
+# 4096x14336) and the unfused GEMV form was within 1-3.5% of the mm kernel (25.3 / 25.5 / 22.4 /
+# 22.8 against 25.6 / 25.8 / 22.9 / 23.6 at batch 4 / 16), measured at only 4 of its 17 points.
 # 17 <= M <= 64, N * K >= SMALL_WEIGHT: the large-batch form, 4 warps, TMA loads, the split that
 # reaches TILE_PROGRAMS_PER_SM programs per SM (>= 4 groups per split), fused reduction.
 # batch 32: 32 x 64 tiles, 2 per SM: 14336x4096 32.1 (old 35.0), 8192^2 33.6 (37.4);
@@ -288,7 +289,7 @@ def tile_rule(fields: dict, M: int, N: int, K: int, sm_count: int, group_size: i
         return fields
     small = N * K < SMALL_WEIGHT
     if M <= 16:
-        return dict(fields, kernel="tile", fused=small)
+        return dict(fields, kernel="tile", fused=True) if small else fields
     n_groups = max(K // group_size, 1)
     n_cap = max(16, triton.next_power_of_2(N))
     if M <= 64 and not small:
