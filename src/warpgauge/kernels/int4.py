@@ -62,7 +62,7 @@ from .int4_kernels import (  # noqa: F401  (the decode strings: tests and experi
     _int4_mm_kernel,
     _splitk_reduce_kernel,
 )
-from .int4_tile import launch_tile, tile_rule
+from .int4_tile import check_tile_fields, launch_tile, tile_rule
 from .work import Work, esize
 
 __all__ = [
@@ -195,6 +195,10 @@ class Int4Plan:
         loops of ``int4_gemv``, pipelined by Triton in S stages (the loads of the next S - 1 steps
         in flight as asynchronous copies into shared memory while the current one computes);
         with block_m 16 that loop steps ``groups_per_iter`` groups at a time.
+    kernel: "mm" (the kernels of ``int4_kernels`` / ``int4_gemv``) or "tile" (``int4_tile``:
+        pipelined group loop, the GEMV form for block_m 16, x permuted once for larger tiles).
+    mode, fused, tma: tile kernel only: 0 exact q / 1 exact hi + lo / 2 the weight rounded to x's
+        dtype (not the INT4 contract); split-K reduced inside the kernel; TMA loads (block_m > 16).
     """
 
     block_m: int
@@ -232,25 +236,7 @@ class Int4Plan:
                 f"pipeline={self.pipeline} is a GEMV loop (block_m 1 or 16), got block_m="
                 f"{self.block_m}; the tiled path pipelines by num_stages"
             )
-        if self.kernel not in ("mm", "tile"):
-            raise ValueError(f"kernel must be 'mm' or 'tile', got {self.kernel!r}")
-        if self.kernel == "tile" and (self.block_m < 16 or self.pipeline):
-            raise ValueError(
-                f"kernel='tile' needs block_m >= 16 and pipeline=0, got block_m={self.block_m}, "
-                f"pipeline={self.pipeline}"
-            )
-        if self.mode not in (0, 1, 2) or (self.mode and self.kernel != "tile"):
-            raise ValueError(
-                f"mode must be 0 (exact q), 1 (exact hi + lo) or 2 (rounded weight), the last two "
-                f"with kernel='tile' only; got mode={self.mode}, kernel={self.kernel!r}"
-            )
-        if self.tma and (self.kernel != "tile" or self.block_m <= GEMV_MAX_M):
-            raise ValueError(
-                f"tma=True (x and the packed weight through TMA descriptors) needs kernel='tile' "
-                f"and block_m > {GEMV_MAX_M}, got kernel={self.kernel!r}, block_m={self.block_m}"
-            )
-        if self.fused and self.kernel != "tile":
-            raise ValueError("fused=True (the split-K reduction in the kernel) needs kernel='tile'")
+        check_tile_fields(self)
 
     @property
     def path(self) -> str:
@@ -282,6 +268,8 @@ class Int4Plan:
            at least 2 steps per split; the old FMA GEMV: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
            GEMV: ``GEMV_DOT_PROGRAMS_PER_SM``, ``GEMV_DOT_MIN_GROUPS_PER_SPLIT``, at most
            ``GEMV_DOT_MAX_SPLIT_K``).
+        3. M >= 2: ``int4_tile.tile_rule`` moves the plan to the tile kernel where the H200 sweep
+           measured that faster (``results/int4big-h200``; the rule and its numbers are there).
         """
         # A symbolic M (torch.compile, dynamic shapes) is made concrete: the plan depends on it,
         # so the compiled graph guards on it (a new M recompiles rather than picking a wrong plan).

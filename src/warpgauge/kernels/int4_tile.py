@@ -193,6 +193,29 @@ def _int4_tile_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K, sp
                 tl.atomic_xchg(cnt_ptr + pid, 0)  # ready for the next call
 
 
+def check_tile_fields(plan) -> None:
+    """Validation of ``Int4Plan``'s tile-kernel fields (``kernel``, ``mode``, ``tma``, ``fused``)."""
+    if plan.kernel not in ("mm", "tile"):
+        raise ValueError(f"kernel must be 'mm' or 'tile', got {plan.kernel!r}")
+    if plan.kernel == "tile" and (plan.block_m < 16 or plan.pipeline):
+        raise ValueError(
+            f"kernel='tile' needs block_m >= 16 and pipeline=0, got block_m={plan.block_m}, "
+            f"pipeline={plan.pipeline}"
+        )
+    if plan.mode not in (0, 1, 2) or (plan.mode and plan.kernel != "tile"):
+        raise ValueError(
+            f"mode must be 0 (exact q), 1 (exact hi + lo) or 2 (rounded weight), the last two "
+            f"with kernel='tile' only; got mode={plan.mode}, kernel={plan.kernel!r}"
+        )
+    if plan.tma and (plan.kernel != "tile" or plan.block_m <= 16):
+        raise ValueError(
+            f"tma=True (x and the packed weight through TMA descriptors) needs kernel='tile' "
+            f"and block_m > 16, got kernel={plan.kernel!r}, block_m={plan.block_m}"
+        )
+    if plan.fused and plan.kernel != "tile":
+        raise ValueError("fused=True (the split-K reduction in the kernel) needs kernel='tile'")
+
+
 def permute_x(x2: torch.Tensor, group_size: int) -> torch.Tensor:
     """x [M, K] -> contiguous [M, K] with each group's even k first, then its odd k."""
     M, K = x2.shape
