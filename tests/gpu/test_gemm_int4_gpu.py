@@ -215,9 +215,9 @@ ANCHORS = [  # anchors-h200.md, batch 1, plus the 16-row decode batch
     (1, 4096, 14336),
     (1, 28672, 8192),
     (16, 28672, 8192),
-    (4, 4096, 4096),  # tensor-core GEMV, 128-row tiles (256 rows would leave 2 groups per split)
+    (4, 4096, 4096),  # tile kernel GEMV form, 128-row tiles, split 8 reduced in the kernel
     (128, 4096, 4096),  # tiled 128 x 64, 4 warps, split 4
-    (256, 14336, 4096),  # tiled 128 x 64, no split
+    (256, 14336, 4096),  # tile kernel, 128 x 64 tiles, TMA, no split
 ]
 
 

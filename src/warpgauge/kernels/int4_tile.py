@@ -222,10 +222,21 @@ def permute_x(x2: torch.Tensor, group_size: int) -> torch.Tensor:
     return x2.unflatten(1, (K // group_size, group_size // 2, 2)).transpose(2, 3).reshape(M, K)
 
 
-def _counters(device, tiles: int) -> torch.Tensor:
+def _tracing(t: torch.Tensor) -> bool:
+    """torch.compile / wrap_triton tracing, or fake / meta tensors (no real data to cache)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from ._launch import _wrap_enabled
+
+    if torch.compiler.is_compiling() or (_wrap_enabled is not None and _wrap_enabled()):
+        return True
+    return t.is_meta or isinstance(t, FakeTensor)
+
+
+def _counters(device, tiles: int, tracing: bool = False) -> torch.Tensor:
     """Zeroed int32 counters, one per output tile; the reducing program resets its own to zero.
     Cached per (device, stream) outside tracing; a fresh zeroed tensor while tracing."""
-    if torch.compiler.is_compiling() or tiles > MAX_FUSED_TILES:
+    if tracing or tiles > MAX_FUSED_TILES:
         return torch.zeros(max(tiles, 1), dtype=torch.int32, device=device)
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
     key = (str(device), stream)
@@ -248,9 +259,11 @@ def launch_tile(plan, grid, x2, packed, scales, y, part, group_size, upcast, asm
     xperm = not w_as_b
     xs = permute_x(x2, group_size) if xperm else x2
     fused = plan.split_k > 1 and plan.fused and fused_ok(grid[0])
-    cnt = _counters(x2.device, grid[0]) if fused else part
+    tracing = _tracing(x2)
+    cnt = _counters(x2.device, grid[0], tracing) if fused else part
     xa, wa = xs, packed
-    if plan.tma and packed.data_ptr() % 16 == 0:  # TMA needs 16-byte aligned bases
+    # TMA needs 16-byte aligned bases; traced graphs take the pointer loads (cp.async)
+    if plan.tma and not tracing and packed.data_ptr() % 16 == 0:
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         half = group_size // 2
