@@ -49,13 +49,20 @@ def test_gemm_traces_with_symbolic_shapes(mode, mnk):
     assert c.shape == (a.shape[0], b.shape[1]) and da.shape == a.shape
 
 
-def test_int4_linear_traces_with_symbolic_shapes(mode):
-    q = wg.quantize_int4(torch.randn(64, 256))
-    x = _sym(mode, torch.randn(3, 256, dtype=torch.bfloat16))
+@pytest.mark.parametrize("m", [3, 70])  # the tile kernel's GEMV form (fused split), 128 x 64
+def test_int4_linear_traces_with_symbolic_shapes(mode, m, monkeypatch):
+    from warpgauge.kernels import int4_tile
+
+    monkeypatch.setattr(int4_tile, "SMALL_WEIGHT", 1 << 25 if m <= 16 else 0)
+    monkeypatch.setattr(int4_tile, "TILE_WIDE_TILES_PER_SM", 0)
+    monkeypatch.setattr(int4_tile, "_COUNTERS", {})
+    q = wg.quantize_int4(torch.randn(64, 1024))  # 8 groups: batch 3 splits (fused) 4 ways
+    x = _sym(mode, torch.randn(m, 1024, dtype=torch.bfloat16))
     packed, scales = _sym(mode, q.packed), _sym(mode, q.scales)
     with mode:
         y = torch.ops.warpgauge.int4_linear(x, packed, scales, 128)
     assert y.shape == (x.shape[0], packed.shape[0])
+    assert not int4_tile._COUNTERS  # no fake tensor was cached for later real calls
 
 
 def test_argument_checks_trace_with_dynamic_floats():

@@ -18,6 +18,7 @@ import torch
 
 from warpgauge._device import interpreter_enabled
 from warpgauge.kernels import int4 as int4_mod
+from warpgauge.kernels import int4_tile
 from warpgauge.kernels.gemm import compiled_variants, gemm, gemm_backward
 from warpgauge.kernels.int4 import (
     Int4Plan,
@@ -214,9 +215,9 @@ ANCHORS = [  # anchors-h200.md, batch 1, plus the 16-row decode batch
     (1, 4096, 14336),
     (1, 28672, 8192),
     (16, 28672, 8192),
-    (4, 4096, 4096),  # tensor-core GEMV, 128-row tiles (256 rows would leave 2 groups per split)
+    (4, 4096, 4096),  # tile kernel GEMV form, 128-row tiles, split 8 reduced in the kernel
     (128, 4096, 4096),  # tiled 128 x 64, 4 warps, split 4
-    (256, 14336, 4096),  # tiled 128 x 64, no split
+    (256, 14336, 4096),  # tile kernel, 128 x 64 tiles, TMA, no split
 ]
 
 
@@ -285,6 +286,45 @@ def test_int4_every_path_odd_shape(plan, M, dtype, weights):
     assert_close(y, int4_linear_ref(x, w_exact), msg=f"M={M} {plan}")
 
 
+TILE_PLANS = [
+    Int4Plan(block_m=16, block_n=256, split_k=4, kernel="tile", fused=True),
+    Int4Plan(block_m=16, block_n=128, split_k=1, kernel="tile", num_stages=4),
+    Int4Plan(block_m=64, block_n=128, split_k=3, num_warps=8, kernel="tile", fused=True),
+    Int4Plan(block_m=128, block_n=128, split_k=2, num_warps=8, kernel="tile", tma=True, fused=True),
+    Int4Plan(block_m=128, block_n=64, split_k=1, num_warps=4, kernel="tile", tma=True),
+    Int4Plan(block_m=64, block_n=256, split_k=1, num_warps=8, kernel="tile", tma=True),
+    Int4Plan(block_m=128, block_n=128, split_k=2, num_warps=8, kernel="tile", tma=True, mode=1),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M", [3, 17, 200])
+@pytest.mark.parametrize(
+    "plan",
+    TILE_PLANS,
+    ids=lambda p: f"bm{p.block_m}-bn{p.block_n}-s{p.split_k}-m{p.mode}-t{p.tma:d}",
+)
+def test_int4_tile_kernel_odd_shape(plan, M, dtype, weights):
+    # kernels/int4_tile.py: odd N (a partial last tile: wrapped rows or TMA zero rows), 37 groups
+    # (no split divides them), M across tiles; mode 1 (exact hi + lo) the same FP64 check.
+    N, K = 3001, 128 * 37
+    qw, w_exact = weights(N, K, dtype)
+    x = rand(M, K, dtype=dtype, seed=12)
+    assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w_exact), msg=f"M={M} {plan}")
+
+
+def test_int4_tile_fused_split_bit_identical(weights):
+    # the in-kernel reduction (atomic tile counters) against the reduction kernel, run to run
+    qw, _ = weights(8192, 8192, torch.bfloat16)
+    x = rand(64, 8192, dtype=torch.bfloat16, seed=16)
+    fused = Int4Plan(block_m=64, block_n=128, split_k=8, num_warps=8, kernel="tile", fused=True)
+    plain = dataclasses.replace(fused, fused=False)
+    first = int4_linear(x, qw, plan=fused)
+    for _ in range(5):
+        assert torch.equal(int4_linear(x, qw, plan=fused), first)
+    assert torch.equal(int4_linear(x, qw, plan=plain), first)
+
+
 @pytest.mark.parametrize("group", [32, 64, 256])
 def test_int4_other_group_sizes(group, weights):
     N, K = 1024, group * 40
@@ -328,8 +368,8 @@ def test_int4_new_batch_size_reuses_compiled_kernels(weights):
     torch.cuda.synchronize()
 
     def count():
-        caches = int4_mod._int4_mm_kernel.device_caches
-        return sum(len(entry[0]) for entry in caches.values())
+        kernels = (int4_mod._int4_mm_kernel, int4_tile._int4_tile_kernel)
+        return sum(len(e[0]) for k in kernels for e in k.device_caches.values())
 
     before = count()
     for M in (3, 7, 12, 16):  # same plan (block_m 16, same split): M is never specialized

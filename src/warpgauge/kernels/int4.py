@@ -62,6 +62,7 @@ from .int4_kernels import (  # noqa: F401  (the decode strings: tests and experi
     _int4_mm_kernel,
     _splitk_reduce_kernel,
 )
+from .int4_tile import check_tile_fields, launch_tile, tile_rule
 from .work import Work, esize
 
 __all__ = [
@@ -198,6 +199,10 @@ class Int4Plan:
         loops of ``int4_gemv``, pipelined by Triton in S stages (the loads of the next S - 1 steps
         in flight as asynchronous copies into shared memory while the current one computes);
         with block_m 16 that loop steps ``groups_per_iter`` groups at a time.
+    kernel: "mm" (the kernels of ``int4_kernels`` / ``int4_gemv``) or "tile" (``int4_tile``:
+        pipelined group loop, the GEMV form for block_m 16, x permuted once for larger tiles).
+    mode, fused, tma: tile kernel only: 0 exact q / 1 exact hi + lo / 2 the weight rounded to x's
+        dtype (not the INT4 contract); split-K reduced inside the kernel; TMA loads (block_m > 16).
     """
 
     block_m: int
@@ -207,6 +212,10 @@ class Int4Plan:
     num_warps: int = 4
     num_stages: int = 3
     pipeline: int = 0
+    kernel: str = "mm"
+    mode: int = 0
+    fused: bool = False
+    tma: bool = False
 
     def __post_init__(self):
         def pow2(v):
@@ -231,6 +240,7 @@ class Int4Plan:
                 f"pipeline={self.pipeline} is a GEMV loop (block_m 1 or 16), got block_m="
                 f"{self.block_m}; the tiled path pipelines by num_stages"
             )
+        check_tile_fields(self)
 
     @property
     def path(self) -> str:
@@ -262,6 +272,8 @@ class Int4Plan:
            at least 2 steps per split; the old FMA GEMV: ``GEMV_PROGRAMS_PER_SM``; the tensor-core
            GEMV: ``GEMV_DOT_PROGRAMS_PER_SM``, ``GEMV_DOT_MIN_GROUPS_PER_SPLIT``, at most
            ``GEMV_DOT_MAX_SPLIT_K``).
+        3. M >= 2: ``int4_tile.tile_rule`` moves the plan to the tile kernel where the H200 sweep
+           measured that faster (``results/int4big-h200``; the rule and its numbers are there).
         """
         # A symbolic M (torch.compile, dynamic shapes) is made concrete: the plan depends on it,
         # so the compiled graph guards on it (a new M recompiles rather than picking a wrong plan).
@@ -311,7 +323,7 @@ class Int4Plan:
             tiles = triton.cdiv(N, bn) * triton.cdiv(max(M, 1), 16)
             plan["block_n"] = bn
             split = _split(tiles, sm_count, per_sm, n_groups, min_groups, max_split)
-        return cls(split_k=split, **plan)
+        return cls(**tile_rule(dict(plan, split_k=split), M, N, K, sm_count, group_size))
 
 
 # --------------------------------------------------------------------------------------------
@@ -414,13 +426,22 @@ def int4_linear_packed(
                 "packed must start at a 4-byte aligned offset for the FMA GEMV path; pass "
                 "packed.clone() or a plan with block_m >= 16"
             ) from None
-    if plan.pipeline:
+    reduced = False
+    if plan.kernel == "tile":
+        if group_size < 32 or group_size & (group_size - 1):
+            raise ValueError(
+                f"kernel='tile' needs a power-of-two group_size >= 32, got {group_size}; use a "
+                "plan with kernel='mm'"
+            )
+        asm = USE_ASM_DECODE and not interpreter_enabled()
+        reduced = launch_tile(plan, grid, x2, packed, scales, y, part, group_size, upcast, asm)
+    elif plan.pipeline:
         asm = USE_ASM_DECODE and not interpreter_enabled()
         launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm, FOLD_OFFSET,
                          FMA_FOLD)  # fmt: skip
     else:
         _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, x.dtype, upcast)
-    if plan.split_k > 1:
+    if plan.split_k > 1 and not reduced:
         total = M * N
         launch(
             _splitk_reduce_kernel,
