@@ -64,6 +64,9 @@ POISON = os.environ.get("WARPGAUGE_POISON_OUTPUTS", "0") not in ("", "0")
 # The cached launch path (module docstring). A plain module flag so tests and the host-cost
 # benchmark can compare both paths in one process.
 FAST = os.environ.get("WARPGAUGE_FAST_LAUNCH", "1") not in ("", "0")
+# Cached launches through warpgauge's lean C launcher (``_clauncher``) instead of Triton's
+# generated one, where it handles the kernel; read when a kernel is first cached.
+C_LAUNCH = os.environ.get("WARPGAUGE_C_LAUNCH", "1") not in ("", "0")
 
 try:  # torch's switch for wrap_triton's higher-order-op dispatch (on: tracing; off: eager)
     from torch._library.triton import is_wrap_triton_enabled as _wrap_enabled
@@ -233,6 +236,13 @@ class _Entry:
         self.function = compiled.function
         self.packed = compiled.packed_metadata
         self.fast, self.head = _c_launcher(self.run, self.function, self.packed)
+        if C_LAUNCH:  # warpgauge's own C launcher where it handles the kernel (_clauncher)
+            from . import _clauncher
+
+            self.fast, self.head = _clauncher.for_compiled(compiled, self.run) or (
+                self.fast,
+                self.head,
+            )
 
 
 # The argument layout of Triton 3.6's C launcher (backends/nvidia/driver.py): grid x, y, z,

@@ -1,0 +1,240 @@
+"""warpgauge's C launcher (``kernels/_clauncher``) against Triton's on a GPU.
+
+``bitwise``: every operator's public call at a few shapes (each plan kind: the host suite's
+shapes, a looped softmax, an unaligned GEMM on the pointer kernel, INT4 GEMV/tensor-core/tiled
+paths with split-K), four calls each (first launch, recorded call, two replays), once with
+``_launch.C_LAUNCH`` off and once on (caches cleared between), outputs NaN-poisoned (run it with
+``WARPGAUGE_POISON_OUTPUTS=1``): the outputs must be bitwise identical, NaN-free, and the C
+launcher must have launched (its own launch counter) wherever ``FALLBACKS`` does not name the
+kernel. ``host``: per op of ``scripts/host_parts.py``'s cases, us per call of the public call with
+the C launcher off and on (caches rebuilt at each switch, interleaved rounds) and of the recipe's
+launches alone through Triton's launcher, the C launcher, and the C launcher holding the GIL.
+
+``PYTHONPATH=src python3 scripts/clauncher_check.py bitwise|host --out FILE.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def _flat(out):
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flat(o)]
+    return [out] if out is not None else []
+
+
+def _reset(flag):
+    from warpgauge.kernels import _launch, _replay
+
+    _launch.C_LAUNCH = flag
+    _launch.clear_launch_cache()
+    _replay.clear()
+
+
+def bitwise_cases(dev):
+    import torch
+
+    import warpgauge as wg
+
+    g = torch.Generator().manual_seed(1)
+
+    def rand(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(torch.bfloat16).to(dev)
+
+    x, r, w = rand(32, 127), rand(32, 127), rand(127)
+    xw = rand(7, 5003)  # a looped/split softmax row plan
+    xs = rand(40, 300)[:, :257]  # strided rows
+    cases = [
+        ("softmax 32x127", lambda: wg.softmax(x)),
+        ("softmax 7x5003", lambda: wg.softmax(xw)),
+        ("softmax strided 40x257", lambda: wg.softmax(xs)),
+        ("add_rms_norm 32x127", lambda: wg.add_rms_norm(x, r, w, 1e-6)),
+        ("row_sum 32x127", lambda: wg.row_sum(x)),
+        ("row_sum 7x5003 fp32", lambda: wg.row_sum(xw, torch.float32)),
+        ("add 4097", lambda: wg.add(rand(4097), rand(4097))),
+    ]
+    a, b = rand(64, 64), rand(64, 64)
+    a2, b2 = rand(61, 75), rand(75, 93)  # unaligned rows: the pointer kernel
+    cases += [("gemm 64x64x64", lambda: wg.gemm(a, b)), ("gemm 61x75x93", lambda: wg.gemm(a2, b2))]
+    for m, n, k in ((1, 256, 256), (1, 4096, 4096), (8, 4096, 4096), (64, 1024, 4096)):
+        q = wg.quantize_int4(rand(n, k, scale=0.05))
+        v = rand(m, k)
+        cases.append((f"int4_linear {m}x{n}x{k}", lambda v=v, q=q: wg.int4_linear(v, q)))
+    return cases
+
+
+def bitwise(out_path):
+    import torch
+
+    from warpgauge.kernels import _clauncher, _launch
+
+    assert _launch.POISON, "run with WARPGAUGE_POISON_OUTPUTS=1 (outputs NaN-poisoned)"
+    mod = _clauncher.module()
+    print(f"C launcher: {mod} build_error={_clauncher.build_error()}", flush=True)
+    res = {}
+    for name, call in bitwise_cases("cuda"):
+        runs = {}
+        for flag in (False, True):
+            _reset(flag)
+            n0 = mod.launches() if mod else 0
+            outs = [[t.clone() for t in _flat(call())] for _ in range(4)]
+            torch.cuda.synchronize()
+            runs[flag] = (outs, (mod.launches() if mod else 0) - n0)
+        (tri, n_tri), (cl, n_c) = runs[False], runs[True]
+        same = all(
+            len(p) == len(q)
+            and all(
+                s.dtype == t.dtype
+                and s.shape == t.shape
+                and torch.equal(s.contiguous().view(torch.uint8), t.contiguous().view(torch.uint8))
+                for s, t in zip(p, q)
+            )
+            for p, q in zip(tri, cl)
+        )
+        nans = sum(int(t.isnan().sum()) for o in cl for t in o if t.is_floating_point())
+        res[name] = {"bitwise_equal": same, "nan_in_c_outputs": nans, "c_launches": n_c,
+                     "c_launches_with_flag_off": n_tri}  # fmt: skip
+        print(f"{name:26s} equal={same} nan={nans} c_launches={n_c} (off: {n_tri})", flush=True)
+    _reset(True)
+    doc = {"cases": res, "fallbacks": dict(_clauncher.FALLBACKS),
+           "build_error": _clauncher.build_error()}  # fmt: skip
+    print("fallbacks:", json.dumps(doc["fallbacks"], indent=1), flush=True)
+    ok = all(v["bitwise_equal"] and v["nan_in_c_outputs"] == 0 for v in res.values())
+    ok = ok and all(v["c_launches_with_flag_off"] == 0 for v in res.values())
+    doc["ok"] = ok
+    with open(out_path, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    print(f"bitwise ok={ok}", flush=True)
+    return 0 if ok else 1
+
+
+def _loop(fn, calls, sync):
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    sync()
+    return (t1 - t0) / calls * 1e6
+
+
+def _launch_variants(launcher, args, tensors):
+    """The recipe's launches alone, by Triton's launcher / the C launcher / C holding the GIL."""
+    from warpgauge.kernels import _clauncher, _launch, _replay
+
+    recipe = next((r for r in _replay._RECIPES.get(launcher, {}).values()
+                   if type(r) is _replay._Recipe), None)  # fmt: skip
+    if recipe is None:
+        return {}, None
+    by_spec = {id(e.head[0]): e for per in _launch._CACHE.values() for e in per.values()}
+    allocs = [torch_empty(shape, dtype, dev) for shape, dtype, dev in recipe.allocs]
+    every = [t.data_ptr() for t in tensors] + [t.data_ptr() for t in allocs]
+    stream = _launch._RUNTIME[1](_launch._RUNTIME[0]())
+    tri, cl, held, any_c = [], [], [], False
+    for fast, head, g0, g1, g2, template, slots, descs in recipe.launches:
+        if descs:
+            return {}, allocs
+        a = list(template)
+        for pos, src in slots:
+            a[pos] = every[src]
+        entry = by_spec.get(id(head[0]))
+        if entry is None:
+            return {}, allocs
+        tfast, thead = _launch._c_launcher(entry.run, entry.function, entry.packed)
+        tri.append((tfast, (g0, g1, g2, stream, *thead, *a)))
+        cl.append((fast, (g0, g1, g2, stream, *head, *a)))
+        spec = head[0]
+        if type(spec) is bytes:  # the same spec with the GIL held through the launch
+            spec = bytearray(spec)
+            flags = _clauncher._HEADER.unpack_from(spec)[4] & ~_clauncher.FLAG_GIL
+            spec[24:28] = flags.to_bytes(4, "little")  # WgSpec.flags
+            spec = bytes(spec)
+        held.append((fast, (g0, g1, g2, stream, spec, *head[1:], *a)))
+        any_c = any_c or type(head[0]) is bytes
+
+    def run(calls):
+        return lambda: [f(*x) for f, x in calls]
+
+    out = {"launches, Triton": run(tri)}
+    if any_c:
+        out["launches, C"] = run(cl)
+        out["launches, C, GIL held"] = run(held)
+    return out, allocs
+
+
+def torch_empty(shape, dtype, dev):
+    import torch
+
+    return torch.empty(shape, dtype=dtype, device=dev)
+
+
+def host(out_path, calls, rounds, ops):
+    import host_parts
+    import torch
+
+    import warpgauge as wg
+
+    sync = torch.cuda.synchronize
+    every = {c[0]: c for c in host_parts.cases("cuda")}
+    res = {}
+    for op in ops or list(every):
+        _, launcher, call_args, tensors, _, theirs = every[op]
+        public = getattr(wg, op)
+        got = {}
+        gc.disable()
+        try:
+            for k in range(rounds):
+                order = (False, True) if k % 2 == 0 else (True, False)
+                for flag in order:
+                    _reset(flag)
+                    for _ in range(20):
+                        public(*call_args)
+                    name = f"public, C launcher {'on' if flag else 'off'}"
+                    got.setdefault(name, []).append(_loop(lambda: public(*call_args), calls, sync))
+                    if flag:  # the C recipe is live: time the launches alone, rotating
+                        lv, keep = _launch_variants(launcher, call_args, tensors)
+                        names = list(lv)
+                        j = k % max(1, len(names))
+                        for n in names[j:] + names[:j]:
+                            for _ in range(20):
+                                lv[n]()
+                            got.setdefault(n, []).append(_loop(lv[n], calls, sync))
+                        del keep
+                got.setdefault("PyTorch", []).append(_loop(theirs, calls, sync))
+        finally:
+            gc.enable()
+        res[op] = {n: {"median_us": statistics.median(s), "min_us": min(s), "n": len(s)}
+                   for n, s in got.items()}  # fmt: skip
+        print(f"{op:13s} " + "  ".join(f"{n}={v['median_us']:.2f}" for n, v in res[op].items()),
+              flush=True)  # fmt: skip
+        with open(out_path, "w") as fh:  # after each op: a cut run keeps what it measured
+            json.dump({"calls": calls, "rounds": rounds, "torch": torch.__version__,
+                       "ops": res}, fh, indent=1)  # fmt: skip
+    return res
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=("bitwise", "host"))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--calls", type=int, default=500)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--ops", default="")
+    a = ap.parse_args(argv)
+    if a.what == "bitwise":
+        return bitwise(a.out)
+    host(a.out, a.calls, a.rounds, [o for o in a.ops.split(",") if o])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
