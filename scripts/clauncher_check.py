@@ -24,6 +24,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+DEV = "cuda"
+SYNC = None  # torch.cuda.synchronize unless --fake
 
 
 def _flat(out):
@@ -81,13 +83,13 @@ def bitwise(out_path):
     mod = _clauncher.module()
     print(f"C launcher: {mod} build_error={_clauncher.build_error()}", flush=True)
     res = {}
-    for name, call in bitwise_cases("cuda"):
+    for name, call in bitwise_cases(DEV):
         runs = {}
         for flag in (False, True):
             _reset(flag)
             n0 = mod.launches() if mod else 0
             outs = [[t.clone() for t in _flat(call())] for _ in range(4)]
-            torch.cuda.synchronize()
+            (SYNC or torch.cuda.synchronize)()
             runs[flag] = (outs, (mod.launches() if mod else 0) - n0)
         (tri, n_tri), (cl, n_c) = runs[False], runs[True]
         same = all(
@@ -104,17 +106,60 @@ def bitwise(out_path):
         res[name] = {"bitwise_equal": same, "nan_in_c_outputs": nans, "c_launches": n_c,
                      "c_launches_with_flag_off": n_tri}  # fmt: skip
         print(f"{name:26s} equal={same} nan={nans} c_launches={n_c} (off: {n_tri})", flush=True)
+    errors = _error_checks(mod) if mod is not None and DEV == "cuda" else {}
     _reset(True)
-    doc = {"cases": res, "fallbacks": dict(_clauncher.FALLBACKS),
+    doc = {"cases": res, "errors": errors, "fallbacks": dict(_clauncher.FALLBACKS),
            "build_error": _clauncher.build_error()}  # fmt: skip
     print("fallbacks:", json.dumps(doc["fallbacks"], indent=1), flush=True)
     ok = all(v["bitwise_equal"] and v["nan_in_c_outputs"] == 0 for v in res.values())
     ok = ok and all(v["c_launches_with_flag_off"] == 0 for v in res.values())
+    ok = ok and all(v.get("ok") for v in errors.values())
     doc["ok"] = ok
     with open(out_path, "w") as fh:
         json.dump(doc, fh, indent=1)
     print(f"bitwise ok={ok}", flush=True)
     return 0 if ok else 1
+
+
+def _error_checks(mod):
+    """A driver error and a CPU tensor through a real kernel's spec: clear Python errors."""
+    import torch
+
+    from warpgauge.kernels import _clauncher, _launch
+
+    _reset(True)
+    import warpgauge as wg
+
+    wg.softmax(torch.randn(4, 64, device="cuda"))  # an entry with a C spec
+    wg.softmax(torch.randn(4, 64, device="cuda"))
+    spec = next((e.head[0] for per in _launch._CACHE.values() for e in per.values()
+                 if type(e.head[0]) is bytes), None)  # fmt: skip
+    if spec is None:
+        return {"spec": {"ok": False, "error": "no C entry"}}
+    head = list(_clauncher._HEADER.unpack_from(spec))
+    codes = spec[_clauncher._HEADER.size : _clauncher._HEADER.size + head[5]].decode()
+    buf = torch.empty(1 << 20, device="cuda")
+    args = [buf.data_ptr() if c == "p" else None if c == "c" else 1.0 if c in "fged" else 1
+            for c in codes]  # fmt: skip
+    stream = _launch._RUNTIME[1](_launch._RUNTIME[0]())
+    out = {}
+    head[2] = 1 << 30  # 1 GiB of shared memory: the driver refuses the launch
+    big = _clauncher._HEADER.pack(*head) + spec[_clauncher._HEADER.size :]
+    for name, call, exc in (
+        ("driver error", lambda: mod.launch(1, 1, 1, stream, big, *args), RuntimeError),
+        ("cpu tensor", lambda: mod.launch(0, 1, 1, stream, spec,
+                                          *[torch.ones(4) if c == "p" else a
+                                            for c, a in zip(codes, args)]), ValueError),
+    ):  # fmt: skip
+        try:
+            call()
+            out[name] = {"ok": False, "error": "no exception"}
+        except Exception as e:  # noqa: BLE001 - recorded and checked below
+            out[name] = {"ok": isinstance(e, exc) and "warpgauge C launcher" in str(e),
+                         "error": f"{type(e).__name__}: {e}"}  # fmt: skip
+        print(f"{name}: {out[name]}", flush=True)
+    torch.cuda.synchronize()  # the context survives both
+    return out
 
 
 def _loop(fn, calls, sync):
@@ -183,13 +228,15 @@ def host(out_path, calls, rounds, ops):
 
     import warpgauge as wg
 
-    sync = torch.cuda.synchronize
-    every = {c[0]: c for c in host_parts.cases("cuda")}
+    sync = SYNC or torch.cuda.synchronize
+    every = {c[0]: c for c in host_parts.cases(DEV)}
     res = {}
     for op in ops or list(every):
         _, launcher, call_args, tensors, _, theirs = every[op]
         public = getattr(wg, op)
         got = {}
+        if DEV == "cpu":
+            theirs = lambda: None  # noqa: E731 - PyTorch's op is not comparable on the CPU
         gc.disable()
         try:
             for k in range(rounds):
@@ -222,14 +269,56 @@ def host(out_path, calls, rounds, ops):
     return res
 
 
+def summary(bitwise_path, host_path):
+    """The table printed last by the GPU script: bitwise results, then host us per call."""
+    for path, show in ((bitwise_path, _show_bitwise), (host_path, _show_host)):
+        try:
+            with open(path) as fh:
+                show(json.load(fh))
+        except (OSError, ValueError) as e:
+            print(f"{path}: not readable ({e})")
+    return 0
+
+
+def _show_bitwise(doc):
+    print(f"bitwise ok={doc.get('ok')}  build_error={doc.get('build_error')}")
+    for name, v in doc["cases"].items():
+        print(f"  {name:26s} equal={v['bitwise_equal']!s:5s} nan={v['nan_in_c_outputs']:<4d} "
+              f"C launches={v['c_launches']}")  # fmt: skip
+    for k, v in doc.get("errors", {}).items():
+        print(f"  error check {k}: ok={v['ok']}  {v['error'][:110]}")
+    for k, why in doc.get("fallbacks", {}).items():
+        print(f"  Triton's launcher: {k}: {why}")
+
+
+def _show_host(doc):
+    cols = ["public, C launcher off", "public, C launcher on", "launches, Triton", "launches, C",
+            "launches, C, GIL held", "PyTorch"]  # fmt: skip
+    short = ["pub off", "pub on", "L Triton", "L C", "L C GIL", "PyTorch"]
+    print("host us/call (median)  " + "".join(f"{c:>10s}" for c in short))
+    for op, v in doc["ops"].items():
+        cells = "".join(f"{v[c]['median_us']:10.2f}" if c in v else f"{'-':>10s}" for c in cols)
+        print(f"  {op:20s} {cells}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=("bitwise", "host"))
-    ap.add_argument("--out", required=True)
+    ap.add_argument("what", choices=("bitwise", "host", "summary"))
+    ap.add_argument("--out", required=True, help="JSON to write (summary: bitwise.json,host.json)")
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--ops", default="")
+    ap.add_argument("--fake", action="store_true", help="smoke test on the CPU (tests/fake_gpu)")
     a = ap.parse_args(argv)
+    global DEV, SYNC
+    if a.what == "summary":
+        return summary(*a.out.split(","))
+    if a.fake:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+        import fake_gpu
+
+        fake_gpu.install()
+        DEV, SYNC = "cpu", lambda: None
     if a.what == "bitwise":
         return bitwise(a.out)
     host(a.out, a.calls, a.rounds, [o for o in a.ops.split(",") if o])
