@@ -72,6 +72,32 @@ def test_type_codes_of_a_real_binder_specialization():
     assert got == want
 
 
+def test_type_codes_match_triton_36_generated_launcher():
+    """Against the launcher Triton 3.6 generates (the GPU machine's Triton; skipped elsewhere):
+    the same parameters in the same order, constexprs dropped, the two scratch pointers last,
+    and each argument parsed with the format our code stands for."""
+    import re
+
+    nv = pytest.importorskip("triton.backends.nvidia.driver")
+    if getattr(nv, "_BASE_ARGS_FORMAT", None) != "iiiKKppOOOOOO" or not hasattr(
+        nv, "make_launcher"
+    ):
+        pytest.skip("not Triton 3.6's generated launcher (this Triton has another)")
+    types = ["*bf16", "constexpr", "i32", "i64", "fp32", "u1", "fp16", "bf16", "fp64", "i8",
+             "i16", "u8", "u16", "u32", "u64", "*i8", "i1", "constexpr"]  # fmt: skip
+    src = nv.make_launcher({}, dict(enumerate(types)), None)
+    fmt = re.search(r'PyArg_ParseTuple\(args, "([^"]+)"', src).group(1)
+    params = re.search(r"void \*params\[\] = \{ ([^}]*) \}", src).group(1)
+    codes = cl.type_codes(types)
+    # PyArg format -> the code(s) it stands for: O = pointer or constexpr, d = any float
+    fmt_of = {"p": "O", "c": "O", "i": "i", "l": "L", "b": "b", "h": "h",
+              "B": "B", "H": "H", "I": "I", "L": "K", "e": "d", "g": "d", "f": "d", "d": "d"}  # fmt: skip
+    assert fmt == nv._BASE_ARGS_FORMAT + "".join(fmt_of[c] for c in codes)
+    passed = [f"&arg{i}" for i, c in enumerate(codes) if c != "c"]
+    assert params.split(", ") == passed + ["&global_scratch", "&profile_scratch"]
+    assert cl.trailing_pointers(__import__("triton").__version__) == 2
+
+
 # --------------------------------------------------------------------------- versions, spec
 
 
@@ -143,7 +169,11 @@ def test_pack_reference_errors():
     with pytest.raises(OverflowError, match="argument 0"):
         cl.pack_reference("i", [2**31], 0)
     with pytest.raises(OverflowError, match="argument 1"):
-        cl.pack_reference("pb", [0, 128], 0)
+        cl.pack_reference("pb", [0, 256], 0)
+    with pytest.raises(OverflowError, match="argument 0"):
+        cl.pack_reference("b", [-129], 0)
+    # an i8 takes Triton 3.6's 0..255 (PyArg 'b') and 3.9's -128..127: the same byte
+    assert cl.pack_reference("bb", [200, -56], 0) == (b"\xc8" + bytes(7)) * 2
     with pytest.raises(TypeError, match="argument 0"):
         cl.pack_reference("i", [1.5], 0)
     with pytest.raises(TypeError, match="2 arguments"):
@@ -189,6 +219,8 @@ def test_c_pack_matches_reference_random():
     def value(c):
         if c == "p":
             return st.one_of(st.none(), st.integers(0, 2**64 - 1))
+        if c == "b":
+            return st.integers(-128, 255)
         if c in bounds:
             return st.integers(-(2 ** bounds[c]), 2 ** bounds[c] - 1)
         if c in "BHIL":
@@ -221,6 +253,7 @@ def test_c_pack_matches_reference_random():
     [
         ("i", [2**31], "int32", OverflowError),
         ("b", [-129], "int8", OverflowError),
+        ("b", [256], "int8", OverflowError),
         ("l", [2**63], "int64", OverflowError),
         ("i", [1.0], "int32", TypeError),
         ("f", ["x"], "float", TypeError),

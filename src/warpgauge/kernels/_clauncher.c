@@ -234,10 +234,10 @@ static int pack(const WgSpec *s, const char *codes, const char *kernel, PyObject
       if (pointer_arg(o, (uint64_t *)slot, check, i, kernel))
         return -1;
       break;
-    case 'b':
-      if (signed_arg(o, INT8_MIN, INT8_MAX, &v))
-        return arg_error(kernel, i, "expected an int8 value");
-      *(int8_t *)slot = (int8_t)v;
+    case 'b': /* Triton 3.6 parses i8/i1 with PyArg's 'b' (0..255); 3.9 takes -128..127 */
+      if (signed_arg(o, INT8_MIN, UINT8_MAX, &v))
+        return arg_error(kernel, i, "expected an int8 value (-128..255)");
+      *(uint8_t *)slot = (uint8_t)v;
       break;
     case 'h':
       if (signed_arg(o, INT16_MIN, INT16_MAX, &v))

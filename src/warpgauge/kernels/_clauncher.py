@@ -13,7 +13,8 @@ trailing scratch pointers) and the kernel's arguments, and packs them as Triton'
 - a ``constexpr`` argument (including integers Triton specialized to constexpr) is not passed;
 - a pointer is an int, None (null) or an object with ``data_ptr()`` (whose pointer is then
   checked to be device-accessible, as Triton checks it); integers keep their C width and range
-  checks (signed widths raise on overflow, unsigned are masked, as ``PyArg_ParseTuple`` does);
+  checks (signed widths raise on overflow, unsigned are masked, as ``PyArg_ParseTuple`` does;
+  an i8/i1 takes -128..255: Triton 3.6 parses it with PyArg's ``b``, 0..255, and 3.9 as signed);
   fp32/fp64 are packed as such, fp16 by ``PyFloat_Pack2``, bf16 by truncating the fp32 value
   (Triton's ``pack_bf16``);
 - the global-scratch and profile-scratch pointers Triton 3.6 (and 3.9) append after the
@@ -151,8 +152,10 @@ def pack_reference(codes: str, args, trailing: int) -> bytes:
         if c == "p":
             p = 0 if v is None else v if isinstance(v, int) else v.data_ptr()
             out.append(struct.pack("<Q", _int(p, 0, 2**64 - 1, i)))
-        elif c in "bhil":
-            bits = {"b": 8, "h": 16, "i": 32, "l": 64}[c]
+        elif c == "b":  # Triton 3.6: PyArg's 'b' (0..255); 3.9: -128..127; the byte either way
+            out.append(struct.pack("<q", _int(v, -128, 255, i))[:1].ljust(8, b"\0"))
+        elif c in "hil":
+            bits = {"h": 16, "i": 32, "l": 64}[c]
             x = _int(v, -(2 ** (bits - 1)), 2 ** (bits - 1) - 1, i)
             out.append(struct.pack("<q", x)[: bits // 8].ljust(8, b"\0"))
         elif c in "BHIL":
