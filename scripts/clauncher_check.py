@@ -147,7 +147,11 @@ def _write_bitwise(path, res, errors, final=False):
     # not vacuous: calls 2-4 of each case (cached launch, replays) went through the C launcher
     ok = ok and all(v["c_launches"] >= 3 for v in res.values())
     ok = ok and all(v.get("ok") for v in errors.values())
-    doc = {"ok": ok and final, "complete": final, "cases": res, "errors": errors,
+    import torch
+    import triton
+
+    doc = {"ok": ok and final, "complete": final, "triton": triton.__version__,
+           "torch": torch.__version__, "cases": res, "errors": errors,
            "fallbacks": dict(_clauncher.FALLBACKS), "build_error": _clauncher.build_error()}  # fmt: skip
     with open(path, "w") as fh:
         json.dump(doc, fh, indent=1)
@@ -315,7 +319,8 @@ def summary(bitwise_path, host_path):
 
 
 def _show_bitwise(doc):
-    print(f"bitwise ok={doc.get('ok')}  build_error={doc.get('build_error')}")
+    print(f"bitwise ok={doc.get('ok')} complete={doc.get('complete')} triton={doc.get('triton')} "
+          f"build_error={doc.get('build_error')}")  # fmt: skip
     for name, v in doc["cases"].items():
         print(f"  {name:26s} equal={v['bitwise_equal']!s:5s} nan={v['nan_in_c_outputs']:<4d} "
               f"C launches={v['c_launches']}")  # fmt: skip
