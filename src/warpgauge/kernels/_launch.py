@@ -9,7 +9,8 @@ costs ~20 us of host time per call in Triton 3.6 (``anchors-h200.md``). What a c
    aligned to 16 bytes, constexpr values. The cache key is that specialization plus the launch
    options (``num_warps``, ...) and the current device, so a cached kernel is only ever used for
    arguments Triton would have compiled the same binary for.
-2. A hit launches the ``CompiledKernel`` through its low-level launcher on the current stream.
+2. A hit launches the ``CompiledKernel`` through its low-level launcher on the current stream
+   (warpgauge's lean C launcher, ``_clauncher``, where it handles the kernel; else Triton's).
    Launch hooks (profilers such as proton) are honoured: when a hook is installed, the launch
    metadata is built and the hooks are passed, exactly as ``JITFunction.run`` does.
 3. A miss (first call, new specialization) takes Triton's normal path, which compiles if needed
@@ -224,7 +225,8 @@ def clear_launch_cache() -> None:
 
 class _Entry:
     """A compiled kernel and how to launch it. ``fast(g0, g1, g2, stream, *head, *args)``
-    launches it when no launch hook is installed: Triton 3.6's C launcher itself when this
+    launches it when no launch hook is installed: warpgauge's C launcher (``_clauncher``) where
+    it handles the kernel and ``C_LAUNCH`` is on, else Triton 3.6's C launcher itself when this
     module recognises it (no scratch memory to allocate, so ``CudaLauncher.__call__`` would only
     forward its arguments), else the ``CompiledKernel``'s launcher with no metadata or hooks."""
 
