@@ -147,6 +147,16 @@ static int spec_of(PyObject *obj, const WgSpec **spec, const char **codes, const
 
 static int arg_error(const char *kernel, Py_ssize_t i, const char *what) {
   /* the conversion's own exception (OverflowError, TypeError) becomes the cause */
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *cause = PyErr_GetRaisedException();
+  PyErr_Format(PyExc_TypeError, "warpgauge C launcher: kernel '%s' argument %zd: %s", kernel, i,
+               what);
+  if (cause) {
+    PyObject *now = PyErr_GetRaisedException();
+    PyException_SetCause(now, cause); /* steals cause */
+    PyErr_SetRaisedException(now);
+  }
+#else
   PyObject *t = NULL, *v = NULL, *tb = NULL;
   PyErr_Fetch(&t, &v, &tb);
   if (t)
@@ -162,6 +172,7 @@ static int arg_error(const char *kernel, Py_ssize_t i, const char *what) {
   }
   Py_XDECREF(t);
   Py_XDECREF(tb);
+#endif
   return -1;
 }
 
