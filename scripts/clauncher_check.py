@@ -237,10 +237,9 @@ def _launch_variants(launcher, args, tensors):
         cl.append((fast, (g0, g1, g2, stream, *head, *a)))
         spec = head[0]
         if type(spec) is bytes:  # the same spec with the GIL held through the launch
-            spec = bytearray(spec)
-            flags = _clauncher._HEADER.unpack_from(spec)[4] & ~_clauncher.FLAG_GIL
-            spec[24:28] = flags.to_bytes(4, "little")  # WgSpec.flags
-            spec = bytes(spec)
+            h = list(_clauncher._HEADER.unpack_from(spec))
+            h[4] &= ~_clauncher.FLAG_GIL  # WgSpec.flags
+            spec = _clauncher._HEADER.pack(*h) + spec[_clauncher._HEADER.size :]
         held.append((fast, (g0, g1, g2, stream, spec, *head[1:], *a)))
         any_c = any_c or type(head[0]) is bytes
 
