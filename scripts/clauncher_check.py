@@ -244,7 +244,12 @@ def _launch_variants(launcher, args, tensors):
         any_c = any_c or type(head[0]) is bytes
 
     def run(calls):
-        return lambda: [f(*x) for f, x in calls]
+        def launch_all():
+            for f, x in calls:
+                f(*x)
+
+        launch_all.calls = calls  # (fast, args) per launch, for ``driver``
+        return launch_all
 
     out = {"launches, Triton": run(tri)}
     if any_c:
@@ -306,6 +311,47 @@ def host(out_path, calls, rounds, ops):
     return res
 
 
+def driver(out_path, ops, n=200, rounds=5):
+    """The driver's own cost: each recipe launch's cuLaunchKernel timed inside C
+    (``time_launches``), ``n`` back-to-back after a sync (short of the launch queue's depth), and
+    the same call from a Python loop (``launches, C``) for scale. us per launch."""
+    import host_parts
+    import torch
+
+    import warpgauge as wg
+    from warpgauge.kernels import _clauncher
+
+    mod = _clauncher.module()
+    every = {c[0]: c for c in host_parts.cases("cuda")}
+    res = {}
+    for op in ops or list(every):
+        _, launcher, call_args, tensors, _, _ = every[op]
+        _reset(True)
+        public = getattr(wg, op)
+        for _ in range(20):
+            public(*call_args)
+        lv, keep = _launch_variants(launcher, call_args, tensors)
+        if "launches, C" not in lv:
+            continue
+        calls = lv["launches, C"].calls
+        ns, py = [], []
+        for _ in range(rounds):
+            for _fast, a in calls:
+                torch.cuda.synchronize()
+                ns += mod.time_launches(n, *a)
+            torch.cuda.synchronize()
+            py.append(_loop(lv["launches, C"], n, torch.cuda.synchronize))
+        del keep
+        us = sorted(x / 1e3 for x in ns)
+        res[op] = {"launches_per_call": len(calls), "driver_median_us": statistics.median(us),
+                   "driver_min_us": us[0], "driver_p90_us": us[int(0.9 * len(us))],
+                   "python_loop_median_us": statistics.median(py)}  # fmt: skip
+        print(f"{op:13s} " + "  ".join(f"{k}={v:.2f}" for k, v in res[op].items()), flush=True)
+        with open(out_path, "w") as fh:
+            json.dump({"n": n, "rounds": rounds, "ops": res}, fh, indent=1)
+    return res
+
+
 def summary(bitwise_path, host_path):
     """The table printed last by the GPU script: bitwise results, then host us per call."""
     for path, show in ((bitwise_path, _show_bitwise), (host_path, _show_host)):
@@ -341,7 +387,7 @@ def _show_host(doc):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=("bitwise", "host", "summary"))
+    ap.add_argument("what", choices=("bitwise", "host", "driver", "summary"))
     ap.add_argument("--out", required=True, help="JSON to write (summary: bitwise.json,host.json)")
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=6)
@@ -359,7 +405,11 @@ def main(argv=None):
         DEV, SYNC = "cpu", lambda: None
     if a.what == "bitwise":
         return bitwise(a.out)
-    host(a.out, a.calls, a.rounds, [o for o in a.ops.split(",") if o])
+    ops = [o for o in a.ops.split(",") if o]
+    if a.what == "driver":
+        driver(a.out, ops)
+        return 0
+    host(a.out, a.calls, a.rounds, ops)
     return 0
 
 

@@ -294,6 +294,17 @@ def test_c_launch_argument_errors_before_the_driver(mod):
         mod.launch(1, 1, 1)
 
 
+def test_time_launches_argument_errors(mod):
+    spec = cl.spec_bytes(1, 4, 1, 0, False, False, "pi", 2, "my_kernel")
+    with pytest.raises(ValueError, match="n must be"):
+        mod.time_launches(0, 1, 1, 1, 0, spec, 0, 1)
+    with pytest.raises(TypeError, match="do not match"):
+        mod.time_launches(5, 1, 1, 1, 0, spec, 0)
+    coop = cl.spec_bytes(1, 4, 1, 0, True, False, "pi", 2, "my_kernel")
+    with pytest.raises(TypeError, match="launch attributes"):
+        mod.time_launches(5, 1, 1, 1, 0, coop, 0, 1)
+
+
 @pytest.mark.skipif(HAS_LIBCUDA, reason="libcuda present: a launch would reach the driver")
 def test_c_launch_without_libcuda_raises_clearly(mod):
     spec = cl.spec_bytes(1, 4, 1, 0, False, False, "pi", 2, "my_kernel")

@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -438,6 +439,60 @@ static PyObject *pack_only(PyObject *self, PyObject *const *args, Py_ssize_t nar
   return PyBytes_FromStringAndSize((const char *)storage, (Py_ssize_t)n * 8);
 }
 
+/* time_launches(n, gridX, gridY, gridZ, stream, spec, *args) -> tuple of n ints: the
+ * nanoseconds of each of n back-to-back launches, timed around the driver call alone (args
+ * packed once, GIL held). Separates the driver's own cost from the launcher's (diagnostics). */
+static PyObject *time_launches(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  const WgSpec *s;
+  const char *codes, *kernel;
+  if (nargs < 6 || !PyLong_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "time_launches(n, gridX, gridY, gridZ, stream, spec, *args)");
+    return NULL;
+  }
+  Py_ssize_t n = PyLong_AsSsize_t(args[0]);
+  if (n < 1 || n > 100000) {
+    PyErr_SetString(PyExc_ValueError, "time_launches: n must be in 1..100000");
+    return NULL;
+  }
+  if (spec_of(args[5], &s, &codes, &kernel))
+    return NULL;
+  if ((uint64_t)(nargs - 6) != s->nargs || s->num_ctas != 1 ||
+      (s->flags & (WG_FLAG_COOP | WG_FLAG_PDL))) {
+    PyErr_SetString(PyExc_TypeError, "time_launches: arguments do not match the spec, or the "
+                                     "kernel needs launch attributes");
+    return NULL;
+  }
+  unsigned gx, gy, gz;
+  if (grid_arg(args[1], &gx) || grid_arg(args[2], &gy) || grid_arg(args[3], &gz))
+    return NULL;
+  uint64_t stream = PyLong_AsUnsignedLongLong(args[4]);
+  if (stream == (uint64_t)-1 && PyErr_Occurred())
+    return NULL;
+  if (load_cuda() || ensure_context(kernel))
+    return NULL;
+  uint64_t storage[WG_MAX_PARAMS];
+  void *params[WG_MAX_PARAMS];
+  if (pack(s, codes, kernel, args + 6, storage, params, 1) < 0)
+    return NULL;
+  PyObject *out = PyTuple_New(n);
+  if (!out)
+    return NULL;
+  for (Py_ssize_t k = 0; k < n; k++) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CUresult r = cu.launch((CUfunction)(uintptr_t)s->function, gx, gy, gz, s->block_x, 1, 1,
+                           s->shared, (CUstream)(uintptr_t)stream, params, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (r != CUDA_SUCCESS) {
+      Py_DECREF(out);
+      return cuda_error(r, "cuLaunchKernel", kernel);
+    }
+    long long ns = (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+    PyTuple_SET_ITEM(out, k, PyLong_FromLongLong(ns));
+  }
+  return out;
+}
+
 static PyObject *launches(PyObject *self, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(n_launches);
 }
@@ -448,6 +503,8 @@ static PyMethodDef methods[] = {
     {"pack", (PyCFunction)(void (*)(void))pack_only, METH_FASTCALL,
      "pack(spec, *args) -> bytes (tests)"},
     {"launches", launches, METH_NOARGS, "number of successful launches"},
+    {"time_launches", (PyCFunction)(void (*)(void))time_launches, METH_FASTCALL,
+     "time_launches(n, gridX, gridY, gridZ, stream, spec, *args) -> ns per launch"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_wg_clauncher", NULL, -1, methods};
