@@ -1,10 +1,12 @@
 """A lean C launcher for warpgauge's cached launches, in place of Triton's generated one.
 
 Triton's launcher for a compiled kernel (``CudaLauncher.launch``, C code generated per
-signature) costs 4.3-5.0 us per launch on the H200's host (``results/host10-h200/out-1/``) where
-the driver's ``cuLaunchKernel`` costs about 1.5-2 us: it parses 13 fixed arguments and the
-kernel metadata tuple per call through ``PyArg_ParseTuple`` and always goes through
-``cuLaunchKernelEx``. This module builds one small CPython extension (``_clauncher.c``, the same
+signature) parses 13 fixed arguments and the kernel metadata tuple per call through
+``PyArg_ParseTuple`` and always goes through ``cuLaunchKernelEx``. On the H200's host
+(``results/claunch-h200/out-1/host.json``, one launch per call, us from a Python loop) it takes
+4.75-5.33 us per launch and this launcher 4.51-4.84 (4.40-4.74 holding the GIL): most of a
+launch is the driver's own ``cuLaunchKernel`` there, which no launcher removes.
+This module builds one small CPython extension (``_clauncher.c``, the same
 for every kernel) whose ``launch(gridX, gridY, gridZ, stream, spec, *args)`` takes, per call, the
 grid, the stream, a ``spec`` (bytes built once per compiled kernel: CUfunction handle, block size,
 shared memory, cluster size, launch flags, one type code per kernel argument, the number of
