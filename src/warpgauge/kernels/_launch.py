@@ -9,7 +9,8 @@ costs ~20 us of host time per call in Triton 3.6 (``anchors-h200.md``). What a c
    aligned to 16 bytes, constexpr values. The cache key is that specialization plus the launch
    options (``num_warps``, ...) and the current device, so a cached kernel is only ever used for
    arguments Triton would have compiled the same binary for.
-2. A hit launches the ``CompiledKernel`` through its low-level launcher on the current stream.
+2. A hit launches the ``CompiledKernel`` through its low-level launcher on the current stream
+   (warpgauge's lean C launcher, ``_clauncher``, where it handles the kernel; else Triton's).
    Launch hooks (profilers such as proton) are honoured: when a hook is installed, the launch
    metadata is built and the hooks are passed, exactly as ``JITFunction.run`` does.
 3. A miss (first call, new specialization) takes Triton's normal path, which compiles if needed
@@ -64,6 +65,9 @@ POISON = os.environ.get("WARPGAUGE_POISON_OUTPUTS", "0") not in ("", "0")
 # The cached launch path (module docstring). A plain module flag so tests and the host-cost
 # benchmark can compare both paths in one process.
 FAST = os.environ.get("WARPGAUGE_FAST_LAUNCH", "1") not in ("", "0")
+# Cached launches through warpgauge's lean C launcher (``_clauncher``) instead of Triton's
+# generated one, where it handles the kernel; read when a kernel is first cached.
+C_LAUNCH = os.environ.get("WARPGAUGE_C_LAUNCH", "1") not in ("", "0")
 
 try:  # torch's switch for wrap_triton's higher-order-op dispatch (on: tracing; off: eager)
     from torch._library.triton import is_wrap_triton_enabled as _wrap_enabled
@@ -221,7 +225,8 @@ def clear_launch_cache() -> None:
 
 class _Entry:
     """A compiled kernel and how to launch it. ``fast(g0, g1, g2, stream, *head, *args)``
-    launches it when no launch hook is installed: Triton 3.6's C launcher itself when this
+    launches it when no launch hook is installed: warpgauge's C launcher (``_clauncher``) where
+    it handles the kernel and ``C_LAUNCH`` is on, else Triton 3.6's C launcher itself when this
     module recognises it (no scratch memory to allocate, so ``CudaLauncher.__call__`` would only
     forward its arguments), else the ``CompiledKernel``'s launcher with no metadata or hooks."""
 
@@ -233,6 +238,13 @@ class _Entry:
         self.function = compiled.function
         self.packed = compiled.packed_metadata
         self.fast, self.head = _c_launcher(self.run, self.function, self.packed)
+        if C_LAUNCH:  # warpgauge's own C launcher where it handles the kernel (_clauncher)
+            from . import _clauncher
+
+            self.fast, self.head = _clauncher.for_compiled(compiled, self.run) or (
+                self.fast,
+                self.head,
+            )
 
 
 # The argument layout of Triton 3.6's C launcher (backends/nvidia/driver.py): grid x, y, z,
