@@ -1,6 +1,8 @@
-"""Full-size checks of the GEMM rules added in the gemm-95 round (issue 11) on a CUDA GPU: split-K
-for dB with few output tiles, the 64-token skinny plan for wide N, 32x32 pointer tiles for tiny
-odd products, and a padded ``out`` on the pad path. FP64 references; outputs NaN-poisoned.
+"""Full-size checks of the GEMM rules of the gemm-95, gemm11 and gemm11b rounds (issue 11) on a
+CUDA GPU: split-K for dB with few output tiles (reduced inside the split kernel since gemm11b),
+the 64-token skinny plan for wide N, 32x32 pointer tiles for tiny odd products, a padded ``out``
+on the pad path, the "line" path for NT products with rows off 128-byte lines. FP64 references;
+outputs NaN-poisoned.
 
     pytest tests/gpu/test_gemm_rules_gpu.py -q
 """
@@ -106,3 +108,35 @@ def test_pointer_autotuning_is_logged_with_its_time():
     if not new:  # tuned earlier in this process (same key): the log holds it from then
         new = [r for r in gemm_mod.tuning_log() if r["kernel"] == "_gemm_kernel"]
     assert new and new[-1]["config"]["BLOCK_M"] in (32, 64, 128, 256)
+
+
+def test_line_path_da_of_n_8_mod_64_matches_fp64_and_repeats_bits():
+    # gemm11b: dA = dC W^T of a layer with N = 4104 is a 4096x4096x4104 NT product whose operands
+    # both have 8208-byte rows: the rule copies one onto 128-byte lines first ("line")
+    M, N, K = 4096, 4104, 4096
+    w = rand(K, N, seed=61, scale=K**-0.5)
+    g = rand(M, N, seed=62, scale=0.05)
+    assert gemm_mod._path(g, w.t(), torch.empty(M, K, device="cuda"), "m") == "line"
+    da = gemm_mod.gemm_grad_a(g, w)
+    assert_close(da, ref64(g, w.t()), msg="dA line path")
+    assert torch.equal(gemm_mod.gemm_grad_a(g, w), da)
+    # a sliced dC whose rows are 4160 long (on lines): one operand on lines, no copy
+    gs = rand(M, N + 56, seed=63, scale=0.05)[:, :N]
+    assert gemm_mod._path(gs, w.t(), torch.empty(M, K, device="cuda"), "m") == "tma"
+
+
+@pytest.mark.parametrize("M,N,K,td", [(1024, 1024, 16384, "k"), (128, 4096, 14336, "m")])
+def test_fused_split_equals_the_two_launch_reduction_bit_for_bit(M, N, K, td, monkeypatch):
+    # the split-K rule's reduction inside the split kernel (last split per tile, fixed order)
+    # against the separate reduction kernel: the same sums in the same order, the same bits
+    a = rand(K, M, seed=71).t() if td == "k" else rand(M, K, seed=71)
+    b = rand(K, N, seed=72, scale=K**-0.5)
+    fused = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm_mod._launch(a, b, fused, td)
+    assert_close(fused, ref64(a, b), msg=f"{M}x{N}x{K}")
+    monkeypatch.setattr(gemm_mod, "SPLIT_FUSED", False)
+    plain = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm_mod._launch(a, b, plain, td)
+    assert torch.equal(fused, plain)
+    torch.cuda.synchronize()
+    assert int(gemm_mod.gp.counters(a.device).abs().sum()) == 0  # every counter reset

@@ -39,7 +39,7 @@ from .gemm_tma import _desc, _tile_ids
 
 __all__ = ["persistent_kernel", "run_persistent", "pad_rows", "padded_empty", "copy_rows",
            "pad_copy_kernel", "split_kernel", "split_reduce_kernel", "run_split", "run_hybrid",
-           "run_transposed"]  # fmt: skip
+           "run_transposed", "counters", "MAX_FUSED_TILES"]  # fmt: skip
 
 
 @triton.jit
@@ -117,16 +117,23 @@ def persistent_kernel(
 
 
 @triton.jit(do_not_specialize=["M", "K", "TILE0", "TILES", "STEPS", "M_BUCKET", "K_BUCKET",
-                               "LAYOUT"])  # fmt: skip
+                               "LAYOUT", "SPLIT", "stride_cm"])  # fmt: skip
 def split_kernel(
     a_desc, b_desc, p_ptr, M, N, K, TILE0, TILES, STEPS, M_BUCKET, K_BUCKET, LAYOUT,
+    cnt_ptr, c_ptr, stride_cm, SPLIT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr, WS: tl.constexpr = False,
+    FUSED: tl.constexpr = False, ROWS: tl.constexpr = 16,
 ):  # fmt: skip
     """Split-K over tiles [TILE0, TILE0 + TILES) (grouped order): program pid = s * TILES + t sums
     K steps [s * STEPS, (s + 1) * STEPS) of tile TILE0 + t into FP32 block pid of p (tile-local
-    BLOCK_M x BLOCK_N layout, no masks); split_reduce_kernel adds the splits in a fixed order."""
-    # I/O: read A, B panels of STEPS * BLOCK_K; write BLOCK_M * BLOCK_N FP32.
+    BLOCK_M x BLOCK_N layout, no masks); split_reduce_kernel adds the splits in a fixed order.
+    ``FUSED``: instead, the last of the SPLIT programs of a tile to finish (an int32 counter per
+    tile, ``cnt_ptr[t]``, counted with an acq_rel atomic and reset to 0 by that program) adds the
+    SPLIT blocks in the order 0, 1, ..., SPLIT - 1, ROWS rows at a time, and stores C: the same
+    additions in the same order as split_reduce_kernel (bit-identical), one launch less."""
+    # I/O: read A, B panels of STEPS * BLOCK_K; write BLOCK_M * BLOCK_N FP32 (FUSED, last split:
+    # read SPLIT * BLOCK_M * BLOCK_N FP32, write BLOCK_M * BLOCK_N elements of C).
     pid = tl.program_id(0)
     t = pid % TILES
     s = pid // TILES
@@ -137,6 +144,25 @@ def split_kernel(
                BLOCK_N, A_T, B_T, UPCAST, WS)  # fmt: skip
     offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     tl.store(p_ptr + pid.to(tl.int64) * (BLOCK_M * BLOCK_N) + offs, acc)
+    if FUSED:
+        tl.debug_barrier()  # every thread's partial is stored before the counter moves
+        done = tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu")
+        if done == SPLIT - 1:  # the last split of this tile: reduce in the fixed order
+            cols = tl.arange(0, BLOCK_N)
+            on = pid_n * BLOCK_N + cols
+            for r0 in range(0, BLOCK_M, ROWS):
+                rows = r0 + tl.arange(0, ROWS)
+                roffs = rows[:, None] * BLOCK_N + cols[None, :]
+                out = tl.load(p_ptr + t.to(tl.int64) * (BLOCK_M * BLOCK_N) + roffs,
+                              cache_modifier=".cg")  # fmt: skip
+                for sp in range(1, SPLIT):
+                    blk = (sp * TILES + t).to(tl.int64) * (BLOCK_M * BLOCK_N)
+                    out += tl.load(p_ptr + blk + roffs, cache_modifier=".cg")
+                om = pid_m * BLOCK_M + rows
+                ptrs = c_ptr + om[:, None].to(tl.int64) * stride_cm + on[None, :]
+                mask = (om[:, None] < M) & (on[None, :] < N)
+                tl.store(ptrs, out.to(c_ptr.dtype.element_ty), mask=mask)  # one rounding
+            tl.atomic_xchg(cnt_ptr + t, 0)  # ready for the next call
 
 
 @triton.jit(do_not_specialize=["M", "TILE0", "TILES", "SPLIT"])
@@ -223,9 +249,28 @@ def run_transposed(a, b, c, meta: dict, sms: int, keys=(1, 1, 0), upcast=False):
     run_persistent(b.t(), a.t(), c.t(), meta, sms, keys, upcast=upcast)
 
 
-def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 0), upcast=False):
+MAX_FUSED_TILES = 4096  # counters per (device, stream); more tiles take the reduction kernel
+_COUNTERS: dict = {}
+
+
+def counters(device: torch.device) -> torch.Tensor:
+    """Zeroed int32 counters for the fused split-K reduction, one per tile, cached per (device,
+    stream): each reducing program resets its counter to 0, so the buffer is zero between calls
+    (also inside CUDA graphs, which replay the same resets)."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (str(device), stream)
+    buf = _COUNTERS.get(key)
+    if buf is None:
+        buf = _COUNTERS[key] = torch.zeros(MAX_FUSED_TILES, dtype=torch.int32, device=device)
+    return buf
+
+
+def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 0), upcast=False,
+              fused=False):  # fmt: skip
     """Tiles [tile0, tile0 + tiles) of c = a @ b as ``split`` K ranges each, FP32 partials, then
-    the fixed-order reduction. C must be row-major (any row stride)."""
+    the fixed-order reduction: a second kernel, or with ``fused`` the last split of each tile
+    (``split_kernel`` ``FUSED``; at most MAX_FUSED_TILES tiles). C must be row-major (any row
+    stride). Both reductions add the same values in the same order: the same bits."""
     M, K = a.shape
     N = b.shape[1]
     bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
@@ -234,12 +279,17 @@ def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 
     ad, bd, _, a_t, b_t = _boxes(a, b, None, meta)
     steps = triton.cdiv(triton.cdiv(K, bk), split)
     part = empty((split * tiles, bm, bn), torch.float32, a.device)
+    fused = fused and split > 1 and tiles <= MAX_FUSED_TILES
+    cnt = counters(a.device) if fused else part
+    rows = max(1, min(bm, 4096 // bn))
     launch(
         split_kernel, (split * tiles,), ad, bd, part, M, N, K, tile0, tiles, steps, *keys,
+        cnt, c, c.stride(0), split,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, A_T=a_t, B_T=b_t, UPCAST=upcast,
-        WS=bool(meta.get("WS")), **_opts(meta),
+        WS=bool(meta.get("WS")), FUSED=fused, ROWS=rows, **_opts(meta),
     )  # fmt: skip
-    rows = max(1, min(bm, 4096 // bn))
+    if fused:
+        return
     launch(
         split_reduce_kernel, (tiles, bm // rows), part, c, M, N, c.stride(0), tile0, tiles, split,
         BLOCK_M=bm, BLOCK_N=bn, GROUP_M=8, ROWS=rows, num_warps=4,

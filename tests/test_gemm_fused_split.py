@@ -1,0 +1,133 @@
+"""gemm11b paths (issue 11): split-K reduced inside ``split_kernel`` by the last split of each tile
+(an atomic counter per tile, fixed-order sums), and the "line" path (an NT product whose operands
+both have rows off 128-byte lines: the smaller one copied onto lines first). Small shapes through
+the Triton interpreter (CPU; FP16/FP32 products, its BF16 dot is wrong) or a GPU, against FP64
+references on NaN-poisoned outputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from warpgauge._device import interpreter_enabled
+from warpgauge.kernels import gemm as gemm_mod
+from warpgauge.kernels import gemm_persistent as gp
+from warpgauge.kernels.gemm import gemm, gemm_grad_a, gemm_grad_b
+from warpgauge.reference import assert_close
+
+pytestmark = pytest.mark.skipif(
+    not (interpreter_enabled() or torch.cuda.is_available()),
+    reason="needs a CUDA GPU or TRITON_INTERPRET=1",
+)
+DEV = "cpu" if interpreter_enabled() else "cuda"
+T = gemm_mod.tma
+META = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, num_warps=4, num_stages=2)
+
+
+def rand(*shape, dtype=torch.float16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype=dtype, device=DEV)
+
+
+def ref64(a, b):
+    return (a.double() @ b.double()).to(a.dtype)
+
+
+def nan_out(M, N, dtype=torch.float16):
+    return torch.full((M, N), float("nan"), dtype=dtype, device=DEV)
+
+
+@pytest.mark.parametrize(
+    "M,N,K,layout,split",
+    [
+        (70, 72, 88, "NN", 2),  # 3x3 tiles, ragged last row / column, 6 K steps
+        (72, 80, 88, "TN", 3),  # A = x.t() (dB's layout); the last split is short
+        (64, 40, 104, "NT", 8),  # 8 splits of 7 K steps: the last split is empty (zeros)
+    ],
+)
+def test_fused_split_matches_fp64_and_the_two_launch_bits(M, N, K, layout, split):
+    a = rand(K, M, seed=M).t() if layout[0] == "T" else rand(M, K, seed=M)
+    b = rand(N, K, seed=N).t() if layout[1] == "T" else rand(K, N, seed=N)
+    fused, plain = nan_out(M, N), nan_out(M, N)
+    gp.run_split(a, b, fused, META, split, fused=True)
+    gp.run_split(a, b, plain, META, split)
+    assert_close(fused, ref64(a, b), msg=f"{layout} split {split}")
+    assert torch.equal(fused, plain)  # the same sums in the same order: the same bits
+    cnt = gp.counters(a.device)
+    assert int(cnt.abs().sum()) == 0  # every reducing program reset its counter
+    again = nan_out(M, N)
+    gp.run_split(a, b, again, META, split, fused=True)  # the reset counters are reusable
+    assert torch.equal(again, fused)
+
+
+def test_fused_split_writes_only_its_tiles_into_a_strided_c():
+    a, b = rand(64, 80, seed=1), rand(80, 96, seed=2)  # 2x3 tiles, tiles 2, 3, 4 split
+    wide = nan_out(64, 104)
+    c = wide[:, 3:99]  # rows 104 long, base off 16 bytes: the pointer store takes any C
+    gp.run_split(a, b, c, META, 3, tile0=2, tiles=3, fused=True)
+    written = ~torch.isnan(c)
+    assert written.sum() == 3 * 32 * 32
+    assert torch.isnan(wide[:, :3]).all() and torch.isnan(wide[:, 99:]).all()
+    assert_close(c[written], ref64(a, b)[written])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_split_dispatch_takes_the_fused_reduction(dtype, monkeypatch):
+    monkeypatch.setattr(T, "SPLIT_MIN_K", 1)
+    monkeypatch.setattr(T, "SPLIT_MIN_STEPS", 1)
+    a, dc = rand(333, 64, dtype=dtype, seed=3), rand(333, 24, dtype=dtype, seed=4)
+    seen = []
+    real = gp.run_split
+    monkeypatch.setattr(gp, "run_split", lambda *x, **kw: seen.append(kw) or real(*x, **kw))
+    db = gemm_grad_b(dc, a)
+    assert seen and seen[0]["fused"] is gemm_mod.SPLIT_FUSED is True
+    assert_close(db, ref64(a.t(), dc))
+    assert torch.equal(db, gemm_grad_b(dc, a))  # bit-identical run to run
+
+
+def test_line_rule_class_and_cost_model():
+    # dA = dC B^T of a layer with N = 4104: both operands contiguous along K = 4104 (8208-byte
+    # rows, 16- but not 128-byte multiples): the copy of one (67 MB moved) pays at this size
+    dc = torch.empty(4096, 4104, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(4096, 4104, dtype=torch.bfloat16, device="meta")
+    assert gemm_mod.line_split_pays(dc, w.t())
+    # the same class at 1/64 of the work: the copy's fixed cost does not pay
+    small = torch.empty(512, 520, dtype=torch.bfloat16, device="meta")
+    assert not gemm_mod.line_split_pays(small, small.t())
+    # one operand on lines (K = 4096 in B's rows, or A not contiguous along K): not the class
+    w2 = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
+    assert not gemm_mod.line_split_pays(torch.empty(4096, 4096, dtype=torch.bfloat16,
+                                                    device="meta"), w2.t())  # fmt: skip
+    assert not gemm_mod.line_split_pays(dc, torch.empty(4104, 4096, dtype=torch.bfloat16,
+                                                        device="meta"))  # fmt: skip
+    a_cm = torch.empty(4104, 4096, dtype=torch.bfloat16, device="meta").t()  # A contiguous in M
+    assert not gemm_mod.line_split_pays(a_cm, w.t())
+
+
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_line_padded_keeps_the_view_on_128_byte_rows(which):
+    src = rand(40, 72, seed=5)  # 144-byte rows
+    t = src if which == "a" else src.t()
+    p = gemm_mod.line_padded(t)
+    assert p.shape == t.shape and torch.equal(p, t)
+    row = p.stride(0) if p.stride(1) == 1 else p.stride(1)
+    assert (row * p.element_size()) % 128 == 0 and p.data_ptr() % 128 == 0
+    assert p.stride(1 if which == "a" else 0) == 1  # the same major order
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M,N,K", [(72, 40, 72), (80, 96, 88), (96, 72, 200)])  # M > 64: not skinny
+def test_line_path_matches_fp64(M, N, K, dtype, monkeypatch):
+    # an NT product (dA = dC B^T) with K = 8 mod 64: rows of 144 / 176 / 400 bytes
+    monkeypatch.setattr(gemm_mod, "FORCE_PATH", "line")
+    copies = []
+    real = gemm_mod.gp.copy_rows
+    monkeypatch.setattr(gemm_mod.gp, "copy_rows", lambda s, d: copies.append(s.shape) or real(s, d))
+    dc, w = rand(M, K, dtype=dtype, seed=M), rand(N, K, dtype=dtype, seed=N)
+    out = gemm(dc, w.t())
+    assert len(copies) == 1  # only the smaller operand is copied
+    assert copies[0] == ((M, K) if M < N else (N, K))  # ties copy B (the weight side)
+    assert_close(out, ref64(dc, w.t()), msg=f"{M}x{N}x{K}")
+    da = gemm_grad_a(dc, w)  # the backward entry point: dc @ w^T, the same NT product
+    assert_close(da, ref64(dc, w.t()))
+    assert torch.equal(da, out)
