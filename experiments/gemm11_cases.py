@@ -192,6 +192,8 @@ def g11b_list():
                 f"pad128:b:p2:{TALL},4,8,fs",
                 "ptr:128,256,64,3,8",
                 "ptr:128,128,64,4,8",
+                "tma:128,128,128,3,8,1,0",  # 256-byte box rows: fewer line crossings per byte
+                "tma:128,256,128,2,8,1,0",
             ],
         ),
         # split-K: the reduction inside the split kernel (auto) against the second launch
@@ -218,6 +220,7 @@ def g11b_list():
                 f"skf:{WIDE},4,8,4",
                 "skf:128,128,64,4,8,4",
                 "skf:128,128,128,3,8,4",
+                "skp:128,128,64,4,8,4",
             ],
         ),
         (

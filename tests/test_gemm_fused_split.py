@@ -131,3 +131,26 @@ def test_line_path_matches_fp64(M, N, K, dtype, monkeypatch):
     da = gemm_grad_a(dc, w)  # the backward entry point: dc @ w^T, the same NT product
     assert_close(da, ref64(dc, w.t()))
     assert torch.equal(da, out)
+
+
+def _on_line(R, C, extra=0, seed=0):
+    """An (R, C) row-major view with row stride C + extra whose base is 128-byte aligned."""
+    flat = rand(R * (C + extra) + 64, seed=seed)
+    skip = (-flat.data_ptr() % 128) // flat.element_size()
+    return flat[skip : skip + R * (C + extra)].view(R, C + extra)[:, :C]
+
+
+@pytest.mark.parametrize(
+    "C,extra,vec",
+    [(72, 0, 8), (72, 56, 8), (45, 3, 1), (72, 4, 1)],  # 16-byte rows vectorize; the rest not
+)
+def test_copy_rows_vector_class_and_values(C, extra, vec, monkeypatch):
+    src = _on_line(37, C, extra, seed=C + extra)
+    dst = gemm_mod.line_padded(src) if vec > 1 else torch.full_like(src, float("nan"))
+    seen = []
+    real = gp.launch
+    monkeypatch.setattr(gp, "launch", lambda *x, **kw: seen.append(kw["VEC"]) or real(*x, **kw))
+    dst.fill_(float("nan"))
+    gp.copy_rows(src, dst)
+    assert seen == [vec]
+    assert torch.equal(dst, src)

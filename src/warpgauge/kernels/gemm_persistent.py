@@ -123,7 +123,7 @@ def split_kernel(
     cnt_ptr, c_ptr, stride_cm, SPLIT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr, WS: tl.constexpr = False,
-    FUSED: tl.constexpr = False, ROWS: tl.constexpr = 16,
+    FUSED: tl.constexpr = False, ROWS: tl.constexpr = 16, FSPLIT: tl.constexpr = 1,
 ):  # fmt: skip
     """Split-K over tiles [TILE0, TILE0 + TILES) (grouped order): program pid = s * TILES + t sums
     K steps [s * STEPS, (s + 1) * STEPS) of tile TILE0 + t into FP32 block pid of p (tile-local
@@ -131,7 +131,9 @@ def split_kernel(
     ``FUSED``: instead, the last of the SPLIT programs of a tile to finish (an int32 counter per
     tile, ``cnt_ptr[t]``, counted with an acq_rel atomic and reset to 0 by that program) adds the
     SPLIT blocks in the order 0, 1, ..., SPLIT - 1, ROWS rows at a time, and stores C: the same
-    additions in the same order as split_reduce_kernel (bit-identical), one launch less."""
+    additions in the same order as split_reduce_kernel (bit-identical), one launch less. FSPLIT
+    (== SPLIT when FUSED) unrolls that sum, so a chunk's SPLIT loads are all in flight at once:
+    one SM reads SPLIT * BLOCK_M * BLOCK_N FP32 from L2 there, so it is latency-bound otherwise."""
     # I/O: read A, B panels of STEPS * BLOCK_K; write BLOCK_M * BLOCK_N FP32 (FUSED, last split:
     # read SPLIT * BLOCK_M * BLOCK_N FP32, write BLOCK_M * BLOCK_N elements of C).
     pid = tl.program_id(0)
@@ -155,7 +157,7 @@ def split_kernel(
                 roffs = rows[:, None] * BLOCK_N + cols[None, :]
                 out = tl.load(p_ptr + t.to(tl.int64) * (BLOCK_M * BLOCK_N) + roffs,
                               cache_modifier=".cg")  # fmt: skip
-                for sp in range(1, SPLIT):
+                for sp in tl.static_range(1, FSPLIT):
                     blk = (sp * TILES + t).to(tl.int64) * (BLOCK_M * BLOCK_N)
                     out += tl.load(p_ptr + blk + roffs, cache_modifier=".cg")
                 om = pid_m * BLOCK_M + rows
@@ -188,9 +190,16 @@ def split_reduce_kernel(
 
 
 @triton.jit(do_not_specialize=["R", "C", "s_r", "d_r"])
-def pad_copy_kernel(src, dst, R, C, s_r, d_r, BR: tl.constexpr, BC: tl.constexpr):
-    """dst[:R, :C] = src[:R, :C] for row-major src/dst (dst rows padded to 16 bytes)."""
+def pad_copy_kernel(src, dst, R, C, s_r, d_r, BR: tl.constexpr, BC: tl.constexpr,
+                    VEC: tl.constexpr = 1):  # fmt: skip
+    """dst[:R, :C] = src[:R, :C] for row-major src/dst (dst rows padded to 16 bytes). ``VEC``: C
+    and both row strides are multiples of VEC elements (16 bytes), so loads and stores (and
+    their masks) come in 16-byte vectors although the sizes are not specialized."""
     # I/O: read R*C + write R*C elements.
+    if VEC > 1:
+        C = tl.multiple_of(C, VEC)
+        s_r = tl.multiple_of(s_r, VEC)
+        d_r = tl.multiple_of(d_r, VEC)
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     cols = tl.program_id(1) * BC + tl.arange(0, BC)
     mask = (rows[:, None] < R) & (cols[None, :] < C)
@@ -286,7 +295,8 @@ def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 
         split_kernel, (split * tiles,), ad, bd, part, M, N, K, tile0, tiles, steps, *keys,
         cnt, c, c.stride(0), split,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, A_T=a_t, B_T=b_t, UPCAST=upcast,
-        WS=bool(meta.get("WS")), FUSED=fused, ROWS=rows, **_opts(meta),
+        WS=bool(meta.get("WS")), FUSED=fused, ROWS=rows, FSPLIT=split if fused else 1,
+        **_opts(meta),
     )  # fmt: skip
     if fused:
         return
@@ -324,5 +334,9 @@ def padded_empty(t: torch.Tensor) -> torch.Tensor:
 def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
     """dst[:] = src for row-major tensors of one shape, any row strides (one Triton copy)."""
     R, C = src.shape
+    vec = 16 // src.element_size()
+    sizes = (C, src.stride(0), dst.stride(0), src.data_ptr() // src.element_size(),
+             dst.data_ptr() // dst.element_size())  # fmt: skip
+    vec = vec if all(x % vec == 0 for x in sizes) else 1  # 16-byte rows: vector copies
     launch(pad_copy_kernel, (triton.cdiv(R, 16), triton.cdiv(C, 256)), src, dst, R, C,
-           src.stride(0), dst.stride(0), BR=16, BC=256, num_warps=4)  # fmt: skip
+           src.stride(0), dst.stride(0), BR=16, BC=256, VEC=vec, num_warps=4)  # fmt: skip
