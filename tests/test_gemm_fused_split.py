@@ -90,25 +90,25 @@ def test_line_rule_class_and_cost_model():
     # rows, 16- but not 128-byte multiples): the copy of one (67 MB moved) pays at this size
     dc = torch.empty(4096, 4104, dtype=torch.bfloat16, device="meta")
     w = torch.empty(4096, 4104, dtype=torch.bfloat16, device="meta")
-    assert gemm_mod.line_split_pays(dc, w.t())
+    assert gp.line_split_pays(dc, w.t())
     # the same class at 1/64 of the work: the copy's fixed cost does not pay
     small = torch.empty(512, 520, dtype=torch.bfloat16, device="meta")
-    assert not gemm_mod.line_split_pays(small, small.t())
+    assert not gp.line_split_pays(small, small.t())
     # one operand on lines (K = 4096 in B's rows, or A not contiguous along K): not the class
     w2 = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
-    assert not gemm_mod.line_split_pays(torch.empty(4096, 4096, dtype=torch.bfloat16,
+    assert not gp.line_split_pays(torch.empty(4096, 4096, dtype=torch.bfloat16,
                                                     device="meta"), w2.t())  # fmt: skip
-    assert not gemm_mod.line_split_pays(dc, torch.empty(4104, 4096, dtype=torch.bfloat16,
+    assert not gp.line_split_pays(dc, torch.empty(4104, 4096, dtype=torch.bfloat16,
                                                         device="meta"))  # fmt: skip
     a_cm = torch.empty(4104, 4096, dtype=torch.bfloat16, device="meta").t()  # A contiguous in M
-    assert not gemm_mod.line_split_pays(a_cm, w.t())
+    assert not gp.line_split_pays(a_cm, w.t())
 
 
 @pytest.mark.parametrize("which", ["a", "b"])
 def test_line_padded_keeps_the_view_on_128_byte_rows(which):
     src = rand(40, 72, seed=5)  # 144-byte rows
     t = src if which == "a" else src.t()
-    p = gemm_mod.line_padded(t)
+    p = gp.line_padded(t)
     assert p.shape == t.shape and torch.equal(p, t)
     row = p.stride(0) if p.stride(1) == 1 else p.stride(1)
     assert (row * p.element_size()) % 128 == 0 and p.data_ptr() % 128 == 0
@@ -121,7 +121,7 @@ def test_line_path_matches_fp64(M, N, K, dtype, monkeypatch):
     # an NT product (dA = dC B^T) with K = 8 mod 64: rows of 144 / 176 / 400 bytes
     monkeypatch.setattr(gemm_mod, "FORCE_PATH", "line")
     copies = []
-    real = gemm_mod.gp.copy_rows
+    real = gp.copy_rows
     monkeypatch.setattr(gemm_mod.gp, "copy_rows", lambda s, d: copies.append(s.shape) or real(s, d))
     dc, w = rand(M, K, dtype=dtype, seed=M), rand(N, K, dtype=dtype, seed=N)
     out = gemm(dc, w.t())
@@ -146,7 +146,7 @@ def _on_line(R, C, extra=0, seed=0):
 )
 def test_copy_rows_vector_class_and_values(C, extra, vec, monkeypatch):
     src = _on_line(37, C, extra, seed=C + extra)
-    dst = gemm_mod.line_padded(src) if vec > 1 else torch.full_like(src, float("nan"))
+    dst = gp.line_padded(src) if vec > 1 else torch.full_like(src, float("nan"))
     seen = []
     real = gp.launch
     monkeypatch.setattr(gp, "launch", lambda *x, **kw: seen.append(kw["VEC"]) or real(*x, **kw))

@@ -39,7 +39,8 @@ from .gemm_tma import _desc, _tile_ids
 
 __all__ = ["persistent_kernel", "run_persistent", "pad_rows", "padded_empty", "copy_rows",
            "pad_copy_kernel", "split_kernel", "split_reduce_kernel", "run_split", "run_hybrid",
-           "run_transposed", "counters", "MAX_FUSED_TILES"]  # fmt: skip
+           "run_transposed", "counters", "MAX_FUSED_TILES", "line_split_pays",
+           "line_padded"]  # fmt: skip
 
 
 @triton.jit
@@ -340,3 +341,49 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
     vec = vec if all(x % vec == 0 for x in sizes) else 1  # 16-byte rows: vector copies
     launch(pad_copy_kernel, (triton.cdiv(R, 16), triton.cdiv(C, 256)), src, dst, R, C,
            src.stride(0), dst.stride(0), BR=16, BC=256, VEC=vec, num_warps=4)  # fmt: skip
+
+
+# Both operands contiguous along K with row strides that are 16- but not 128-byte multiples (an NT
+# product with K = 8 mod 64, e.g. dA = dC B^T of a layer with N = 4104): every 128-byte row of
+# every TMA box of A and of B spans two 128-byte lines. 4096x4096x4104 NT ran 228.9 us against
+# cuBLAS 183.0 (0.80x), while the same misalignment in one operand only cost little (4096x4096x
+# 4104 NN 0.98x, fwd 4096x4104x4096 0.97x; results/gemm11-h200/g11.json, gemm-tuning-h200). So
+# the smaller operand is copied once into rows padded to 128 bytes (``line_padded``) when the copy
+# pays: its bytes, read and written at LINE_COPY_BPS plus LINE_COPY_US of launch, against
+# LINE_GAP of the product's time at LINE_FLOPS.
+LINE_GAP = 0.25  # (228.9 - 183.0) / 183.0
+LINE_FLOPS = 750e12  # BF16 dense rate cuBLAS reached there (2 * 4096^2 * 4104 / 183 us)
+LINE_COPY_BPS = 3.0e12  # a read + a write stream of one copy kernel
+LINE_COPY_US = 3.0
+
+
+def _k_rows_misaligned(t: torch.Tensor, k_dim: int) -> bool:
+    """``t``'s unit stride is along its K dimension and its row stride is not a 128-byte multiple."""
+    row = t.stride(1 - k_dim)
+    return t.stride(k_dim) == 1 and (row * t.element_size()) % 128 != 0
+
+
+def line_split_pays(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The layout class above (A and B both contiguous along K, both rows off 128-byte lines),
+    and the cost model says one copy of the smaller operand pays."""
+    if not (_k_rows_misaligned(a, 1) and _k_rows_misaligned(b, 0)):
+        return False
+    M, K = a.shape
+    N = b.shape[1]
+    small = min(a.numel(), b.numel()) * a.element_size()
+    copy_us = 2 * small / LINE_COPY_BPS * 1e6 + LINE_COPY_US
+    gemm_us = 2.0 * M * N * K / LINE_FLOPS * 1e6
+    return copy_us < LINE_GAP * gemm_us
+
+
+def line_padded(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` (either major order) whose rows start on 128-byte lines, same view."""
+    st = t if t.stride(1) == 1 else t.t()  # the row-major storage
+    R, C = st.shape
+    per_line = 128 // t.element_size()
+    width = triton.cdiv(C, per_line) * per_line
+    flat = empty((R * width + per_line,), t.dtype, t.device)  # CUDA bases are on lines; CPU not
+    skip = (-flat.data_ptr() % 128) // t.element_size()
+    buf = flat[skip : skip + R * width].view(R, width)[:, :C]
+    copy_rows(st, buf)
+    return buf if t.stride(1) == 1 else buf.t()
