@@ -71,37 +71,50 @@ def test_fused_split_writes_only_its_tiles_into_a_strided_c():
     assert_close(c[written], ref64(a, b)[written])
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_split_dispatch_takes_the_fused_reduction(dtype, monkeypatch):
+@pytest.mark.parametrize("fused", [False, True])
+def test_split_dispatch_passes_the_fused_switch(fused, monkeypatch):
+    # the rule runs the two-launch reduction (SPLIT_FUSED = False: fused lost on the H200); the
+    # switch still reaches run_split, and both give the FP64 answer with bit-identical repeats
     monkeypatch.setattr(T, "SPLIT_MIN_K", 1)
     monkeypatch.setattr(T, "SPLIT_MIN_STEPS", 1)
-    a, dc = rand(333, 64, dtype=dtype, seed=3), rand(333, 24, dtype=dtype, seed=4)
+    monkeypatch.setattr(gemm_mod, "SPLIT_FUSED", fused)
+    a, dc = rand(333, 64, seed=3), rand(333, 24, seed=4)
     seen = []
     real = gp.run_split
     monkeypatch.setattr(gp, "run_split", lambda *x, **kw: seen.append(kw) or real(*x, **kw))
     db = gemm_grad_b(dc, a)
-    assert seen and seen[0]["fused"] is gemm_mod.SPLIT_FUSED is True
+    assert seen and seen[0]["fused"] is fused
     assert_close(db, ref64(a.t(), dc))
     assert torch.equal(db, gemm_grad_b(dc, a))  # bit-identical run to run
 
 
-def test_line_rule_class_and_cost_model():
+def test_split_fused_is_off_by_rule():
+    assert gemm_mod.SPLIT_FUSED is False
+
+
+def _meta(*shape):
+    return torch.empty(*shape, dtype=torch.bfloat16, device="meta")
+
+
+def test_line_rule_class_operand_and_cost_model():
     # dA = dC B^T of a layer with N = 4104: both operands contiguous along K = 4104 (8208-byte
-    # rows, 16- but not 128-byte multiples): the copy of one (67 MB moved) pays at this size
-    dc = torch.empty(4096, 4104, dtype=torch.bfloat16, device="meta")
-    w = torch.empty(4096, 4104, dtype=torch.bfloat16, device="meta")
-    assert gp.line_split_pays(dc, w.t())
-    # the same class at 1/64 of the work: the copy's fixed cost does not pay
-    small = torch.empty(512, 520, dtype=torch.bfloat16, device="meta")
-    assert not gp.line_split_pays(small, small.t())
-    # one operand on lines (K = 4096 in B's rows, or A not contiguous along K): not the class
-    w2 = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
-    assert not gp.line_split_pays(torch.empty(4096, 4096, dtype=torch.bfloat16,
-                                                    device="meta"), w2.t())  # fmt: skip
-    assert not gp.line_split_pays(dc, torch.empty(4104, 4096, dtype=torch.bfloat16,
-                                                        device="meta"))  # fmt: skip
-    a_cm = torch.empty(4104, 4096, dtype=torch.bfloat16, device="meta").t()  # A contiguous in M
-    assert not gp.line_split_pays(a_cm, w.t())
+    # rows, 16- but not 128-byte multiples). 128x256 tiles: B's 256 rows carry 2/3 of the gap,
+    # so B is copied (measured: B 213.0 us, A 226.7, neither 228.9)
+    dc, w = _meta(4096, 4104), _meta(4096, 4104)
+    assert gp.line_choice(dc, w.t(), 128, 256) == "b"
+    assert gp.line_choice(dc, w.t(), 256, 128) == "a"  # a 256x128 tile: A's rows dominate
+    small = _meta(512, 520)  # the same class at 1/64 of the work: no copy pays
+    assert gp.line_choice(small, small.t(), 128, 256) is None
+    # one operand on lines (K = 4096 rows), or an operand not contiguous along K: not the class
+    assert gp.line_choice(_meta(4096, 4096), _meta(4096, 4096).t(), 128, 256) is None
+    assert gp.line_choice(dc, _meta(4104, 4096), 128, 256) is None  # B contiguous along N
+    assert gp.line_choice(_meta(4104, 4096).t(), w.t(), 128, 256) is None  # A contiguous in M
+
+
+def test_line_operand_follows_the_tma_rule_tile(monkeypatch):
+    dc, w = _meta(4096, 4104), _meta(4096, 4104)
+    monkeypatch.setattr(gemm_mod, "device_info", lambda d: type("I", (), {"sm_count": 132}))
+    assert gemm_mod._line_operand(dc, w.t(), "m") == "b"  # K class 8192: WIDE (128x256)
 
 
 @pytest.mark.parametrize("which", ["a", "b"])
@@ -116,17 +129,18 @@ def test_line_padded_keeps_the_view_on_128_byte_rows(which):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("M,N,K", [(72, 40, 72), (80, 96, 88), (96, 72, 200)])  # M > 64: not skinny
-def test_line_path_matches_fp64(M, N, K, dtype, monkeypatch):
-    # an NT product (dA = dC B^T) with K = 8 mod 64: rows of 144 / 176 / 400 bytes
+@pytest.mark.parametrize("M,N,K,copy", [(72, 40, 72, "a"), (80, 96, 88, "b"), (96, 72, 200, "a")])
+def test_line_path_matches_fp64(M, N, K, copy, dtype, monkeypatch):
+    # an NT product (dA = dC B^T) with K = 8 mod 64: rows of 144 / 176 / 400 bytes; M > 64 (not
+    # skinny); the operand the rule picks is forced either way to reach both branches
     monkeypatch.setattr(gemm_mod, "FORCE_PATH", "line")
+    monkeypatch.setattr(gemm_mod, "_line_operand", lambda a, b, td: copy)
     copies = []
     real = gp.copy_rows
-    monkeypatch.setattr(gemm_mod.gp, "copy_rows", lambda s, d: copies.append(s.shape) or real(s, d))
+    monkeypatch.setattr(gp, "copy_rows", lambda s, d: copies.append(s.shape) or real(s, d))
     dc, w = rand(M, K, dtype=dtype, seed=M), rand(N, K, dtype=dtype, seed=N)
     out = gemm(dc, w.t())
-    assert len(copies) == 1  # only the smaller operand is copied
-    assert copies[0] == ((M, K) if M < N else (N, K))  # ties copy B (the weight side)
+    assert copies == [(M, K) if copy == "a" else (N, K)]  # one copy, of the chosen operand
     assert_close(out, ref64(dc, w.t()), msg=f"{M}x{N}x{K}")
     da = gemm_grad_a(dc, w)  # the backward entry point: dc @ w^T, the same NT product
     assert_close(da, ref64(dc, w.t()))
@@ -154,3 +168,39 @@ def test_copy_rows_vector_class_and_values(C, extra, vec, monkeypatch):
     gp.copy_rows(src, dst)
     assert seen == [vec]
     assert torch.equal(dst, src)
+
+
+def test_skinny_128_plan_for_the_split_class(monkeypatch):
+    # 65..128 tokens where the TMA rule splits K: 128 tokens x 128 rows of B^T per program, 4
+    # splits over 32 tiles on 132 SMs (the measured plan of fwd 128x4096x14336)
+    plan = gemm_mod.skinny.SkinnyPlan.for_shape(128, 4096, 14336, 132)
+    assert (plan.block_m, plan.block_n, plan.block_k, plan.split_k) == (128, 128, 64, 4)
+    assert (plan.num_warps, plan.num_stages) == (8, 4)
+    assert gemm_mod.skinny.SkinnyPlan.for_shape(100, 4096, 14336, 33).split_k == 1  # 32 tiles
+    monkeypatch.setattr(gemm_mod, "device_info", lambda d: type("I", (), {"sm_count": 132}))
+    x, w = _meta(128, 14336), _meta(14336, 4096)
+    assert gemm_mod._split_class(x, w)
+    assert not gemm_mod._split_class(_meta(128, 4096), _meta(4096, 4096))  # K class 4096
+    assert not gemm_mod._split_class(_meta(4096, 14336), w)  # many tiles: no split
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M", [65, 128])
+def test_skinny_128_dispatch_matches_fp64(M, dtype, monkeypatch):
+    # the split class reached with small sizes (SPLIT_MIN_K / SPLIT_MIN_STEPS lowered): 65 and
+    # 128 tokens take the skinny kernel with 128 tokens per program, split K, fixed-order sums
+    monkeypatch.setattr(T, "SPLIT_MIN_K", 1)
+    monkeypatch.setattr(T, "SPLIT_MIN_STEPS", 1)
+    x, w = rand(M, 200, dtype=dtype, seed=M), rand(200, 40, dtype=dtype, seed=7)
+    assert gemm_mod._path(x, w, torch.empty(M, 40, dtype=dtype), "m") == "skinny"
+    plans = []
+    real = gemm_mod._launch_skinny
+    monkeypatch.setattr(gemm_mod, "_launch_skinny", lambda *a: plans.append(a) or real(*a))
+    out = torch.full((M, 40), float("nan"), dtype=dtype, device=DEV)
+    gemm(x, w, out=out)
+    assert plans
+    assert_close(out, ref64(x, w), msg=f"M={M}")
+    assert torch.equal(gemm(x, w), out)
+    # the dA of a layer with M tokens (tokens in M, an NT product) takes the same path
+    xt = rand(40, 200, dtype=dtype, seed=9)
+    assert_close(gemm_grad_a(x, xt), ref64(x, xt.t()))

@@ -131,6 +131,8 @@ def test_fused_split_equals_the_two_launch_reduction_bit_for_bit(M, N, K, td, mo
     # against the separate reduction kernel: the same sums in the same order, the same bits
     a = rand(K, M, seed=71).t() if td == "k" else rand(M, K, seed=71)
     b = rand(K, N, seed=72, scale=K**-0.5)
+    monkeypatch.setattr(gemm_mod, "FORCE_PATH", "tma")  # 128 tokens: past the skinny-128 rule
+    monkeypatch.setattr(gemm_mod, "SPLIT_FUSED", True)  # off by rule (it lost); still a tested path
     fused = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
     gemm_mod._launch(a, b, fused, td)
     assert_close(fused, ref64(a, b), msg=f"{M}x{N}x{K}")
@@ -140,3 +142,14 @@ def test_fused_split_equals_the_two_launch_reduction_bit_for_bit(M, N, K, td, mo
     assert torch.equal(fused, plain)
     torch.cuda.synchronize()
     assert int(gemm_mod.gp.counters(a.device).abs().sum()) == 0  # every counter reset
+
+
+@pytest.mark.parametrize("M", [65, 128])
+def test_skinny_128_tokens_in_the_split_class_match_fp64(M):
+    # gemm11b: 65..128 tokens over few output tiles with K class 8192 (fwd 128x4096x14336: a
+    # down projection) take the skinny kernel with 128 tokens per program and split K
+    x, w = rand(M, 14336, seed=M), rand(14336, 4096, seed=81, scale=14336**-0.5)
+    assert gemm_mod._path(x, w, torch.empty(M, 4096, device="cuda"), "m") == "skinny"
+    out = torch.full((M, 4096), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert_close(gemm(x, w, out=out), ref64(x, w), msg=f"M={M}")
+    assert torch.equal(gemm(x, w), out)  # fixed-order reduction: the same bits

@@ -39,7 +39,7 @@ from .gemm_tma import _desc, _tile_ids
 
 __all__ = ["persistent_kernel", "run_persistent", "pad_rows", "padded_empty", "copy_rows",
            "pad_copy_kernel", "split_kernel", "split_reduce_kernel", "run_split", "run_hybrid",
-           "run_transposed", "counters", "MAX_FUSED_TILES", "line_split_pays",
+           "run_transposed", "counters", "MAX_FUSED_TILES", "line_choice", "line_class",
            "line_padded"]  # fmt: skip
 
 
@@ -346,13 +346,15 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
 # Both operands contiguous along K with row strides that are 16- but not 128-byte multiples (an NT
 # product with K = 8 mod 64, e.g. dA = dC B^T of a layer with N = 4104): every 128-byte row of
 # every TMA box of A and of B spans two 128-byte lines. 4096x4096x4104 NT ran 228.9 us against
-# cuBLAS 183.0 (0.80x), while the same misalignment in one operand only cost little (4096x4096x
-# 4104 NN 0.98x, fwd 4096x4104x4096 0.97x; results/gemm11-h200/g11.json, gemm-tuning-h200). So
-# the smaller operand is copied once into rows padded to 128 bytes (``line_padded``) when the copy
-# pays: its bytes, read and written at LINE_COPY_BPS plus LINE_COPY_US of launch, against
-# LINE_GAP of the product's time at LINE_FLOPS.
-LINE_GAP = 0.25  # (228.9 - 183.0) / 183.0
-LINE_FLOPS = 750e12  # BF16 dense rate cuBLAS reached there (2 * 4096^2 * 4104 / 183 us)
+# cuBLAS 184.4 (0.81x; the gap is LINE_GAP of cuBLAS's time), while the same misalignment in one
+# operand costs little (fwd 4096x4104x4096 0.96x). Copying an operand onto 128-byte lines
+# (``line_padded``) removes the share of the gap that its box rows carry: B's 256 of the 384 rows
+# of a 128x256 tile. Measured (gemm11b round, results/gemm11b-h200/g11b.json, cold us, copy
+# included): B copied 213.0, A copied 226.7, both 226.9, neither 228.9. So ``line_choice`` copies
+# the operand whose gain (its rows' share of LINE_GAP of the product's time at LINE_FLOPS) beats
+# its copy (its bytes read and written at LINE_COPY_BPS plus LINE_COPY_US) by the most, if any.
+LINE_GAP = 0.24  # (228.9 - 184.4) / 184.4
+LINE_FLOPS = 750e12  # BF16 dense rate cuBLAS reached there (2 * 4096^2 * 4104 / 184 us)
 LINE_COPY_BPS = 3.0e12  # a read + a write stream of one copy kernel
 LINE_COPY_US = 3.0
 
@@ -363,17 +365,25 @@ def _k_rows_misaligned(t: torch.Tensor, k_dim: int) -> bool:
     return t.stride(k_dim) == 1 and (row * t.element_size()) % 128 != 0
 
 
-def line_split_pays(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """The layout class above (A and B both contiguous along K, both rows off 128-byte lines),
-    and the cost model says one copy of the smaller operand pays."""
-    if not (_k_rows_misaligned(a, 1) and _k_rows_misaligned(b, 0)):
-        return False
+def line_class(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The layout class above: A and B both contiguous along K, both rows off 128-byte lines."""
+    return _k_rows_misaligned(a, 1) and _k_rows_misaligned(b, 0)
+
+
+def line_choice(a: torch.Tensor, b: torch.Tensor, block_m: int, block_n: int) -> str | None:
+    """For ``a @ b`` in ``block_m x block_n`` tiles: "a" or "b" (the operand to copy onto lines)
+    in ``line_class`` when the cost model says the copy pays, else None."""
+    if not line_class(a, b):
+        return None
     M, K = a.shape
     N = b.shape[1]
-    small = min(a.numel(), b.numel()) * a.element_size()
-    copy_us = 2 * small / LINE_COPY_BPS * 1e6 + LINE_COPY_US
-    gemm_us = 2.0 * M * N * K / LINE_FLOPS * 1e6
-    return copy_us < LINE_GAP * gemm_us
+    gap_us = LINE_GAP * 2.0 * M * N * K / LINE_FLOPS * 1e6
+    net = {}
+    for name, t, rows in (("b", b, block_n), ("a", a, block_m)):  # ties: B (the weight side)
+        copy_us = 2 * t.numel() * t.element_size() / LINE_COPY_BPS * 1e6 + LINE_COPY_US
+        net[name] = gap_us * rows / (block_m + block_n) - copy_us
+    best = max(net, key=net.get)
+    return best if net[best] > 0 else None
 
 
 def line_padded(t: torch.Tensor) -> torch.Tensor:
