@@ -12,7 +12,12 @@ split-K, and the padded-row copy that makes unaligned operands TMA-eligible.
 ``pad_rows``, ``padded_empty``, ``copy_rows`` (dispatched by the pad path)
     One Triton copy of a row-major operand into rows padded to 16 bytes (``pad_copy_kernel``), and
     back for an unaligned C. On the H200 the copies made 4095^3 273 us against 312 with torch's
-    ``copy_`` (results/gemm-shapes-h200/round1.json).
+    ``copy_`` (results/gemm-shapes-h200/round1.json). Rows already 16-byte aligned are copied in
+    16-byte vectors (``VEC``).
+
+``line_choice``, ``line_padded`` (dispatched by the line path)
+    For an NT product whose operands both have rows off 128-byte lines, one operand copied onto
+    128-byte rows when the cost model says it pays (see the comment above ``LINE_GAP``).
 
 ``split_kernel`` + ``split_reduce_kernel`` (dispatched for few output tiles with long K, see
 ``gemm_tma.split_count``), ``run_hybrid`` (swept, not dispatched)
@@ -22,6 +27,8 @@ split-K, and the padded-row copy that makes unaligned operands TMA-eligible.
     split-K 13.9-20.2 us at 1024^3 against 10.8 for 64x128 tiles; the split tail of 128x256 tiles
     238 us at 4096x4104x4096 against 209 for 256x128 tiles, which need no tail there. With K =
     16384 over a 1024x1024 output, 4 splits of 128x256 tiles won (gemm-95-h200/round1.json).
+    ``run_split(fused=True)`` reduces inside ``split_kernel`` instead (the last split of each tile,
+    same order, same bits); it lost at every product of the gemm11b round (gemm.SPLIT_FUSED).
 
 Traffic (compulsory): read A (M*K) + B (K*N) + write C (M*N) elements; FLOPs 2*M*N*K; split-K
 adds split*tiles*BLOCK_M*BLOCK_N FP32 written and read back; a padded copy reads and writes its
