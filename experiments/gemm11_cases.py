@@ -168,7 +168,8 @@ def g11_list():
 
 
 def g11b_list():
-    """The gemm11b round: the dispatch after the gemm11b rules (``auto``: the "line" path for NT
+    """The gemm11b round (ran at 2e075f5: results/gemm11b-h200): the dispatch of that commit
+    (``auto``: the "line" path for NT
     products whose operands both have rows off 128-byte lines, split-K reduced inside the split
     kernel) against cuBLAS and the old choice, candidates for what still missed, then every
     forward / backward product of the default and training suites as guards (127x255x65 left
