@@ -18,7 +18,8 @@ Variants: ``cublas`` (torch.mm), ``auto`` (the current dispatch, ``gemm._launch`
 ``p2:BM,BN,BK,stages,warps,FLAGS`` (gemm_persistent.persistent_kernel; FLAGS letters f = flatten,
 w = warp-specialize, s = epilogue in two halves, c = pointer-store epilogue), ``p2t:...`` (the
 same over the swapped product c^T = b^T a^T, tiles stored transposed: run_transposed),
-``sk:BM,BN,BK,stages,warps,SPLIT`` (split-K over every tile + fixed-order reduction),
+``sk:BM,BN,BK,stages,warps,SPLIT`` (split-K over every tile + fixed-order reduction; ``skf:``
+the same reduced inside the split kernel by the last split of each tile),
 ``hy:BM,BN,BK,stages,warps,SPLIT,FLAGS`` (whole waves persistent, the last partial wave split-K),
 ``ptr:BM,BN,BK,stages,warps`` (gemm_tile pointer kernel with hints),
 ``pad:<variant>`` (row-major operands copied into 16-byte rows by gemm_persistent.pad_rows first; C is
@@ -160,9 +161,9 @@ def make_call(variant, a, b, c, token_dim, sms):
     if kind == "p2t":  # the swapped product c^T = b^T a^T, tiles stored transposed
         meta.update(_flags(v[5] if len(v) > 5 else ""))
         return lambda: gp.run_transposed(a, b, c, meta, sms)
-    if kind == "sk":  # optional 7th field: "w" warp-specializes the split's K loop
+    if kind in ("sk", "skf"):  # 7th field "w": WS split K loop; skf: the in-kernel reduction
         meta["WS"] = len(v) > 6 and "w" in str(v[6])
-        return lambda: gp.run_split(a, b, c, meta, v[5])
+        return lambda: gp.run_split(a, b, c, meta, v[5], fused=kind == "skf")
     if kind == "hy":
         meta.update(_flags(v[6] if len(v) > 6 else ""))
         return lambda: gp.run_hybrid(a, b, c, meta, v[5], sms)

@@ -1,6 +1,8 @@
-"""Full-size checks of the GEMM rules added in the gemm-95 round (issue 11) on a CUDA GPU: split-K
-for dB with few output tiles, the 64-token skinny plan for wide N, 32x32 pointer tiles for tiny
-odd products, and a padded ``out`` on the pad path. FP64 references; outputs NaN-poisoned.
+"""Full-size checks of the GEMM rules of the gemm-95, gemm11 and gemm11b rounds (issue 11) on a
+CUDA GPU: split-K for dB with few output tiles (reduced inside the split kernel since gemm11b),
+the 64-token skinny plan for wide N, 32x32 pointer tiles for tiny odd products, a padded ``out``
+on the pad path, the "line" path for NT products with rows off 128-byte lines. FP64 references;
+outputs NaN-poisoned.
 
     pytest tests/gpu/test_gemm_rules_gpu.py -q
 """
@@ -106,3 +108,48 @@ def test_pointer_autotuning_is_logged_with_its_time():
     if not new:  # tuned earlier in this process (same key): the log holds it from then
         new = [r for r in gemm_mod.tuning_log() if r["kernel"] == "_gemm_kernel"]
     assert new and new[-1]["config"]["BLOCK_M"] in (32, 64, 128, 256)
+
+
+def test_line_path_da_of_n_8_mod_64_matches_fp64_and_repeats_bits():
+    # gemm11b: dA = dC W^T of a layer with N = 4104 is a 4096x4096x4104 NT product whose operands
+    # both have 8208-byte rows: the rule copies one onto 128-byte lines first ("line")
+    M, N, K = 4096, 4104, 4096
+    w = rand(K, N, seed=61, scale=K**-0.5)
+    g = rand(M, N, seed=62, scale=0.05)
+    assert gemm_mod._path(g, w.t(), torch.empty(M, K, device="cuda"), "m") == "line"
+    da = gemm_mod.gemm_grad_a(g, w)
+    assert_close(da, ref64(g, w.t()), msg="dA line path")
+    assert torch.equal(gemm_mod.gemm_grad_a(g, w), da)
+    # a sliced dC whose rows are 4160 long (on lines): one operand on lines, no copy
+    gs = rand(M, N + 56, seed=63, scale=0.05)[:, :N]
+    assert gemm_mod._path(gs, w.t(), torch.empty(M, K, device="cuda"), "m") == "tma"
+
+
+@pytest.mark.parametrize("M,N,K,td", [(1024, 1024, 16384, "k"), (128, 4096, 14336, "m")])
+def test_fused_split_equals_the_two_launch_reduction_bit_for_bit(M, N, K, td, monkeypatch):
+    # the split-K rule's reduction inside the split kernel (last split per tile, fixed order)
+    # against the separate reduction kernel: the same sums in the same order, the same bits
+    a = rand(K, M, seed=71).t() if td == "k" else rand(M, K, seed=71)
+    b = rand(K, N, seed=72, scale=K**-0.5)
+    monkeypatch.setattr(gemm_mod, "FORCE_PATH", "tma")  # 128 tokens: past the skinny-128 rule
+    monkeypatch.setattr(gemm_mod, "SPLIT_FUSED", True)  # off by rule (it lost); still a tested path
+    fused = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm_mod._launch(a, b, fused, td)
+    assert_close(fused, ref64(a, b), msg=f"{M}x{N}x{K}")
+    monkeypatch.setattr(gemm_mod, "SPLIT_FUSED", False)
+    plain = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm_mod._launch(a, b, plain, td)
+    assert torch.equal(fused, plain)
+    torch.cuda.synchronize()
+    assert int(gemm_mod.gp.counters(a.device).abs().sum()) == 0  # every counter reset
+
+
+@pytest.mark.parametrize("M", [65, 128])
+def test_skinny_128_tokens_in_the_split_class_match_fp64(M):
+    # gemm11b: 65..128 tokens over few output tiles with K class 8192 (fwd 128x4096x14336: a
+    # down projection) take the skinny kernel with 128 tokens per program and split K
+    x, w = rand(M, 14336, seed=M), rand(14336, 4096, seed=81, scale=14336**-0.5)
+    assert gemm_mod._path(x, w, torch.empty(M, 4096, device="cuda"), "m") == "skinny"
+    out = torch.full((M, 4096), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert_close(gemm(x, w, out=out), ref64(x, w), msg=f"M={M}")
+    assert torch.equal(gemm(x, w), out)  # fixed-order reduction: the same bits

@@ -141,13 +141,16 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str) -> str:
-    """Which kernel runs ``c = a @ b``: "skinny" (few tokens in M), "tma", "pad" (padded copies of
-    the unaligned operands, then TMA) or "tile" (pointers)."""
+    """Which kernel runs ``c = a @ b``: "skinny" (few tokens in M; 65..128 in the split-K class),
+    "tma", "line" (one operand copied onto 128-byte lines, then TMA: ``gemm_persistent.line_choice``),
+    "pad" (padded copies of the unaligned operands, then TMA) or "tile" (pointers)."""
     M = a.shape[0]
     if token_dim == "m" and M <= SKINNY_MAX_M:
         return "skinny"
     if FORCE_PATH is not None:
         return FORCE_PATH
+    if token_dim == "m" and M <= skinny.SKINNY_SPLIT_MAX_M and _split_class(a, b):
+        return "skinny"  # 65..128 tokens where the TMA rule would split K (gemm_skinny)
     # Under torch.compile the launch is traced through wrap_triton; descriptors built on the host
     # and config pre-hooks are not traced, so compiled graphs take the pointer kernel.
     if torch.compiler.is_compiling() or not all(type(t) in _PLAIN for t in (a, b, c)):
@@ -156,7 +159,10 @@ def _path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str) -> 
         return "tile"
     M, K = a.shape
     big = M * b.shape[1] * K >= PAD_MIN_WORK
-    if tma.eligible(a, b, c) and (not big or all(tma.base_aligned(t) for t in (a, b, c))):
+    on_lines = all(tma.base_aligned(t) for t in (a, b, c))  # else the pad path fixes the bases
+    if tma.eligible(a, b, c) and on_lines and _line_operand(a, b, token_dim) is not None:
+        return "line"
+    if tma.eligible(a, b, c) and (not big or on_lines):
         return "tma"
     if big and tma.unit_stride(a) and tma.unit_stride(b) and c.stride(1) == 1:
         return "pad"
@@ -192,6 +198,28 @@ def _padded(t: torch.Tensor) -> torch.Tensor:
 FORCE_PATH: str | None = None  # tests set "tile" to reach the pointer kernel on aligned shapes
 
 
+def _split_class(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The TMA rule's split-K class: its key (M's bucket, N, K's class) picks SPLIT_TILE."""
+    K = a.shape[1]
+    if K < tma.SPLIT_MIN_K:
+        return False
+    sms = device_info(a.device).sm_count
+    return tma.choose(_bucket(a.shape[0]), b.shape[1], sms, tma.k_class(K)) is tma.SPLIT_TILE
+
+
+def _line_operand(a: torch.Tensor, b: torch.Tensor, token_dim: str) -> str | None:
+    """The operand the line path copies ("a" / "b"), or None: ``gemm_persistent.line_choice`` for
+    the tile the TMA rule would run (its key: M's bucket, N, K's class)."""
+    if not gp.line_class(a, b):
+        return None
+    M, K = a.shape
+    sms = device_info(a.device).sm_count
+    cfg = tma.choose(
+        _bucket(M), b.shape[1], sms, tma.k_class(K), a.stride(1) != 1 and token_dim == "k"
+    )
+    return gp.line_choice(a, b, cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"])
+
+
 def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = "m") -> None:
     """c[:] = a @ b. Shapes, dtypes and devices already validated; no copies of a or b."""
     M, K = a.shape
@@ -208,6 +236,13 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
             gp.copy_rows(cp, c)
         return
     if path == "tma":
+        _launch_tma(a, b, c, token_dim, upcast)
+        return
+    if path == "line":  # one operand copied onto 128-byte lines (gemm_persistent.line_choice)
+        if _line_operand(a, b, token_dim) == "a":
+            a = gp.line_padded(a)
+        else:
+            b = gp.line_padded(b)
         _launch_tma(a, b, c, token_dim, upcast)
         return
     h = hints(a, b, c, token_dim)
@@ -253,7 +288,7 @@ def _launch_tma(a, b, c, token_dim: str, upcast: bool) -> None:
         return
     if cfg is tma.SPLIT_TILE:  # few output tiles, long K: split-K, fixed-order reduction
         split = tma.split_count(keys[0], N, tma.k_class(K), sms, cfg)  # the rule's key, not K
-        gp.run_split(a, b, c, meta, split, keys=keys, upcast=upcast)
+        gp.run_split(a, b, c, meta, split, keys=keys, upcast=upcast, fused=SPLIT_FUSED)
         return
     if meta["FLATTEN"] or c_ptr:
         # WS together with the pointer-store epilogue was never measured: plain pipelining there
@@ -297,6 +332,14 @@ def _launch_skinny(a, b, c, upcast: bool, plan: skinny.SkinnyPlan | None = None)
 
 
 REDUCE_BLOCK = 1024
+# The split-K rule's reduction inside split_kernel (the last split of each tile adds the partials
+# in the fixed order; gemm_persistent.run_split ``fused``) instead of a second launch: off. It lost
+# at every product of the gemm11b round (results/gemm11b-h200/g11b.json, cold us, fused / two
+# launches): dB 1024x1024x16384 61.0 / 55.9 (128x128 tiles in 2 splits 59.8 / 58.7), dB
+# 1024x1024x8192 40.8 / 36.4, fwd 128x4096x14336 60.0 / 52.2, fwd 256x4096x14336 58.0 / 53.1: one
+# SM per tile reads all SPLIT partial tiles back from L2 (512 KB for 4 splits of 128x256), where
+# the reduction kernel spreads them over every SM.
+SPLIT_FUSED = False
 
 
 def _fill_degenerate(a: torch.Tensor, c: torch.Tensor) -> bool:

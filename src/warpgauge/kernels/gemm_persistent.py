@@ -12,7 +12,12 @@ split-K, and the padded-row copy that makes unaligned operands TMA-eligible.
 ``pad_rows``, ``padded_empty``, ``copy_rows`` (dispatched by the pad path)
     One Triton copy of a row-major operand into rows padded to 16 bytes (``pad_copy_kernel``), and
     back for an unaligned C. On the H200 the copies made 4095^3 273 us against 312 with torch's
-    ``copy_`` (results/gemm-shapes-h200/round1.json).
+    ``copy_`` (results/gemm-shapes-h200/round1.json). Rows already 16-byte aligned are copied in
+    16-byte vectors (``VEC``).
+
+``line_choice``, ``line_padded`` (dispatched by the line path)
+    For an NT product whose operands both have rows off 128-byte lines, one operand copied onto
+    128-byte rows when the cost model says it pays (see the comment above ``LINE_GAP``).
 
 ``split_kernel`` + ``split_reduce_kernel`` (dispatched for few output tiles with long K, see
 ``gemm_tma.split_count``), ``run_hybrid`` (swept, not dispatched)
@@ -22,6 +27,8 @@ split-K, and the padded-row copy that makes unaligned operands TMA-eligible.
     split-K 13.9-20.2 us at 1024^3 against 10.8 for 64x128 tiles; the split tail of 128x256 tiles
     238 us at 4096x4104x4096 against 209 for 256x128 tiles, which need no tail there. With K =
     16384 over a 1024x1024 output, 4 splits of 128x256 tiles won (gemm-95-h200/round1.json).
+    ``run_split(fused=True)`` reduces inside ``split_kernel`` instead (the last split of each tile,
+    same order, same bits); it lost at every product of the gemm11b round (gemm.SPLIT_FUSED).
 
 Traffic (compulsory): read A (M*K) + B (K*N) + write C (M*N) elements; FLOPs 2*M*N*K; split-K
 adds split*tiles*BLOCK_M*BLOCK_N FP32 written and read back; a padded copy reads and writes its
@@ -39,7 +46,8 @@ from .gemm_tma import _desc, _tile_ids
 
 __all__ = ["persistent_kernel", "run_persistent", "pad_rows", "padded_empty", "copy_rows",
            "pad_copy_kernel", "split_kernel", "split_reduce_kernel", "run_split", "run_hybrid",
-           "run_transposed"]  # fmt: skip
+           "run_transposed", "counters", "MAX_FUSED_TILES", "line_choice", "line_class",
+           "line_padded"]  # fmt: skip
 
 
 @triton.jit
@@ -117,16 +125,25 @@ def persistent_kernel(
 
 
 @triton.jit(do_not_specialize=["M", "K", "TILE0", "TILES", "STEPS", "M_BUCKET", "K_BUCKET",
-                               "LAYOUT"])  # fmt: skip
+                               "LAYOUT", "SPLIT", "stride_cm"])  # fmt: skip
 def split_kernel(
     a_desc, b_desc, p_ptr, M, N, K, TILE0, TILES, STEPS, M_BUCKET, K_BUCKET, LAYOUT,
+    cnt_ptr, c_ptr, stride_cm, SPLIT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     A_T: tl.constexpr, B_T: tl.constexpr, UPCAST: tl.constexpr, WS: tl.constexpr = False,
+    FUSED: tl.constexpr = False, ROWS: tl.constexpr = 16, FSPLIT: tl.constexpr = 1,
 ):  # fmt: skip
     """Split-K over tiles [TILE0, TILE0 + TILES) (grouped order): program pid = s * TILES + t sums
     K steps [s * STEPS, (s + 1) * STEPS) of tile TILE0 + t into FP32 block pid of p (tile-local
-    BLOCK_M x BLOCK_N layout, no masks); split_reduce_kernel adds the splits in a fixed order."""
-    # I/O: read A, B panels of STEPS * BLOCK_K; write BLOCK_M * BLOCK_N FP32.
+    BLOCK_M x BLOCK_N layout, no masks); split_reduce_kernel adds the splits in a fixed order.
+    ``FUSED``: instead, the last of the SPLIT programs of a tile to finish (an int32 counter per
+    tile, ``cnt_ptr[t]``, counted with an acq_rel atomic and reset to 0 by that program) adds the
+    SPLIT blocks in the order 0, 1, ..., SPLIT - 1, ROWS rows at a time, and stores C: the same
+    additions in the same order as split_reduce_kernel (bit-identical), one launch less. FSPLIT
+    (== SPLIT when FUSED) unrolls that sum, so a chunk's SPLIT loads are all in flight at once:
+    one SM reads SPLIT * BLOCK_M * BLOCK_N FP32 from L2 there, so it is latency-bound otherwise."""
+    # I/O: read A, B panels of STEPS * BLOCK_K; write BLOCK_M * BLOCK_N FP32 (FUSED, last split:
+    # read SPLIT * BLOCK_M * BLOCK_N FP32, write BLOCK_M * BLOCK_N elements of C).
     pid = tl.program_id(0)
     t = pid % TILES
     s = pid // TILES
@@ -137,6 +154,25 @@ def split_kernel(
                BLOCK_N, A_T, B_T, UPCAST, WS)  # fmt: skip
     offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     tl.store(p_ptr + pid.to(tl.int64) * (BLOCK_M * BLOCK_N) + offs, acc)
+    if FUSED:
+        tl.debug_barrier()  # every thread's partial is stored before the counter moves
+        done = tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu")
+        if done == SPLIT - 1:  # the last split of this tile: reduce in the fixed order
+            cols = tl.arange(0, BLOCK_N)
+            on = pid_n * BLOCK_N + cols
+            for r0 in range(0, BLOCK_M, ROWS):
+                rows = r0 + tl.arange(0, ROWS)
+                roffs = rows[:, None] * BLOCK_N + cols[None, :]
+                out = tl.load(p_ptr + t.to(tl.int64) * (BLOCK_M * BLOCK_N) + roffs,
+                              cache_modifier=".cg")  # fmt: skip
+                for sp in tl.static_range(1, FSPLIT):
+                    blk = (sp * TILES + t).to(tl.int64) * (BLOCK_M * BLOCK_N)
+                    out += tl.load(p_ptr + blk + roffs, cache_modifier=".cg")
+                om = pid_m * BLOCK_M + rows
+                ptrs = c_ptr + om[:, None].to(tl.int64) * stride_cm + on[None, :]
+                mask = (om[:, None] < M) & (on[None, :] < N)
+                tl.store(ptrs, out.to(c_ptr.dtype.element_ty), mask=mask)  # one rounding
+            tl.atomic_xchg(cnt_ptr + t, 0)  # ready for the next call
 
 
 @triton.jit(do_not_specialize=["M", "TILE0", "TILES", "SPLIT"])
@@ -162,9 +198,16 @@ def split_reduce_kernel(
 
 
 @triton.jit(do_not_specialize=["R", "C", "s_r", "d_r"])
-def pad_copy_kernel(src, dst, R, C, s_r, d_r, BR: tl.constexpr, BC: tl.constexpr):
-    """dst[:R, :C] = src[:R, :C] for row-major src/dst (dst rows padded to 16 bytes)."""
+def pad_copy_kernel(src, dst, R, C, s_r, d_r, BR: tl.constexpr, BC: tl.constexpr,
+                    VEC: tl.constexpr = 1):  # fmt: skip
+    """dst[:R, :C] = src[:R, :C] for row-major src/dst (dst rows padded to 16 bytes). ``VEC``: C
+    and both row strides are multiples of VEC elements (16 bytes), so loads and stores (and
+    their masks) come in 16-byte vectors although the sizes are not specialized."""
     # I/O: read R*C + write R*C elements.
+    if VEC > 1:
+        C = tl.multiple_of(C, VEC)
+        s_r = tl.multiple_of(s_r, VEC)
+        d_r = tl.multiple_of(d_r, VEC)
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     cols = tl.program_id(1) * BC + tl.arange(0, BC)
     mask = (rows[:, None] < R) & (cols[None, :] < C)
@@ -223,9 +266,28 @@ def run_transposed(a, b, c, meta: dict, sms: int, keys=(1, 1, 0), upcast=False):
     run_persistent(b.t(), a.t(), c.t(), meta, sms, keys, upcast=upcast)
 
 
-def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 0), upcast=False):
+MAX_FUSED_TILES = 4096  # counters per (device, stream); more tiles take the reduction kernel
+_COUNTERS: dict = {}
+
+
+def counters(device: torch.device) -> torch.Tensor:
+    """Zeroed int32 counters for the fused split-K reduction, one per tile, cached per (device,
+    stream): each reducing program resets its counter to 0, so the buffer is zero between calls
+    (also inside CUDA graphs, which replay the same resets)."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (str(device), stream)
+    buf = _COUNTERS.get(key)
+    if buf is None:
+        buf = _COUNTERS[key] = torch.zeros(MAX_FUSED_TILES, dtype=torch.int32, device=device)
+    return buf
+
+
+def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 0), upcast=False,
+              fused=False):  # fmt: skip
     """Tiles [tile0, tile0 + tiles) of c = a @ b as ``split`` K ranges each, FP32 partials, then
-    the fixed-order reduction. C must be row-major (any row stride)."""
+    the fixed-order reduction: a second kernel, or with ``fused`` the last split of each tile
+    (``split_kernel`` ``FUSED``; at most MAX_FUSED_TILES tiles). C must be row-major (any row
+    stride). Both reductions add the same values in the same order: the same bits."""
     M, K = a.shape
     N = b.shape[1]
     bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
@@ -234,12 +296,18 @@ def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 
     ad, bd, _, a_t, b_t = _boxes(a, b, None, meta)
     steps = triton.cdiv(triton.cdiv(K, bk), split)
     part = empty((split * tiles, bm, bn), torch.float32, a.device)
+    fused = fused and split > 1 and tiles <= MAX_FUSED_TILES
+    cnt = counters(a.device) if fused else part
+    rows = max(1, min(bm, 4096 // bn))
     launch(
         split_kernel, (split * tiles,), ad, bd, part, M, N, K, tile0, tiles, steps, *keys,
+        cnt, c, c.stride(0), split,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, A_T=a_t, B_T=b_t, UPCAST=upcast,
-        WS=bool(meta.get("WS")), **_opts(meta),
+        WS=bool(meta.get("WS")), FUSED=fused, ROWS=rows, FSPLIT=split if fused else 1,
+        **_opts(meta),
     )  # fmt: skip
-    rows = max(1, min(bm, 4096 // bn))
+    if fused:
+        return
     launch(
         split_reduce_kernel, (tiles, bm // rows), part, c, M, N, c.stride(0), tile0, tiles, split,
         BLOCK_M=bm, BLOCK_N=bn, GROUP_M=8, ROWS=rows, num_warps=4,
@@ -274,5 +342,65 @@ def padded_empty(t: torch.Tensor) -> torch.Tensor:
 def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
     """dst[:] = src for row-major tensors of one shape, any row strides (one Triton copy)."""
     R, C = src.shape
+    vec = 16 // src.element_size()
+    sizes = (C, src.stride(0), dst.stride(0), src.data_ptr() // src.element_size(),
+             dst.data_ptr() // dst.element_size())  # fmt: skip
+    vec = vec if all(x % vec == 0 for x in sizes) else 1  # 16-byte rows: vector copies
     launch(pad_copy_kernel, (triton.cdiv(R, 16), triton.cdiv(C, 256)), src, dst, R, C,
-           src.stride(0), dst.stride(0), BR=16, BC=256, num_warps=4)  # fmt: skip
+           src.stride(0), dst.stride(0), BR=16, BC=256, VEC=vec, num_warps=4)  # fmt: skip
+
+
+# Both operands contiguous along K with row strides that are 16- but not 128-byte multiples (an NT
+# product with K = 8 mod 64, e.g. dA = dC B^T of a layer with N = 4104): every 128-byte row of
+# every TMA box of A and of B spans two 128-byte lines. 4096x4096x4104 NT ran 228.9 us against
+# cuBLAS 184.4 (0.81x; the gap is LINE_GAP of cuBLAS's time), while the same misalignment in one
+# operand costs little (fwd 4096x4104x4096 0.96x). Copying an operand onto 128-byte lines
+# (``line_padded``) removes the share of the gap that its box rows carry: B's 256 of the 384 rows
+# of a 128x256 tile. Measured (gemm11b round, results/gemm11b-h200/g11b.json, cold us, copy
+# included): B copied 213.0, A copied 226.7, both 226.9, neither 228.9. So ``line_choice`` copies
+# the operand whose gain (its rows' share of LINE_GAP of the product's time at LINE_FLOPS) beats
+# its copy (its bytes read and written at LINE_COPY_BPS plus LINE_COPY_US) by the most, if any.
+LINE_GAP = 0.24  # (228.9 - 184.4) / 184.4
+LINE_FLOPS = 750e12  # BF16 dense rate cuBLAS reached there (2 * 4096^2 * 4104 / 184 us)
+LINE_COPY_BPS = 3.0e12  # a read + a write stream of one copy kernel
+LINE_COPY_US = 3.0
+
+
+def _k_rows_misaligned(t: torch.Tensor, k_dim: int) -> bool:
+    """``t``'s unit stride is along its K dimension and its row stride is not a 128-byte multiple."""
+    row = t.stride(1 - k_dim)
+    return t.stride(k_dim) == 1 and (row * t.element_size()) % 128 != 0
+
+
+def line_class(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The layout class above: A and B both contiguous along K, both rows off 128-byte lines."""
+    return _k_rows_misaligned(a, 1) and _k_rows_misaligned(b, 0)
+
+
+def line_choice(a: torch.Tensor, b: torch.Tensor, block_m: int, block_n: int) -> str | None:
+    """For ``a @ b`` in ``block_m x block_n`` tiles: "a" or "b" (the operand to copy onto lines)
+    in ``line_class`` when the cost model says the copy pays, else None."""
+    if not line_class(a, b):
+        return None
+    M, K = a.shape
+    N = b.shape[1]
+    gap_us = LINE_GAP * 2.0 * M * N * K / LINE_FLOPS * 1e6
+    net = {}
+    for name, t, rows in (("b", b, block_n), ("a", a, block_m)):  # ties: B (the weight side)
+        copy_us = 2 * t.numel() * t.element_size() / LINE_COPY_BPS * 1e6 + LINE_COPY_US
+        net[name] = gap_us * rows / (block_m + block_n) - copy_us
+    best = max(net, key=net.get)
+    return best if net[best] > 0 else None
+
+
+def line_padded(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` (either major order) whose rows start on 128-byte lines, same view."""
+    st = t if t.stride(1) == 1 else t.t()  # the row-major storage
+    R, C = st.shape
+    per_line = 128 // t.element_size()
+    width = triton.cdiv(C, per_line) * per_line
+    flat = empty((R * width + per_line,), t.dtype, t.device)  # CUDA bases are on lines; CPU not
+    skip = (-flat.data_ptr() % 128) // t.element_size()
+    buf = flat[skip : skip + R * width].view(R, width)[:, :C]
+    copy_rows(st, buf)
+    return buf if t.stride(1) == 1 else buf.t()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 
-__all__ = ["SkinnyPlan", "SKINNY_MAX_M", "skinny_kernel", "reduce_kernel"]
+__all__ = ["SkinnyPlan", "SKINNY_MAX_M", "SKINNY_SPLIT_MAX_M", "skinny_kernel", "reduce_kernel"]
 
 SKINNY_MAX_M = 64  # one 64-wide tensor-core N side holds every token: B is read once
 # The rule below is read off the H200 sweep (results/gemm-tuning-h200/explore2.json, F.linear
@@ -43,6 +43,12 @@ SKINNY_WIDE_N = 8192
 SKINNY_PROGRAMS_PER_SM = 2
 SKINNY_PROGRAMS_PER_SM_64 = 1
 SKINNY_MIN_K_STEPS = 4  # each split reduces >= 4 BLOCK_K steps: its partial write stays small
+# 65..128 tokens where the TMA rule would split K (few output tiles, K class 8192: gemm._path):
+# 128 tokens per program, 128 rows of B^T, 64-deep K steps 4 stages deep, 8 warps, one program per
+# SM. fwd 128x4096x14336 (4 splits): 46.0 us cold against 52.2 for the TMA split-K rule (4 splits
+# of 128x256 tiles, 4 stages; 3 stages 50.8) and 48.2-54.8 for other TMA splits (cuBLAS 44.9;
+# warm 38.2 / 46.7 / 36.7; gemm11b round, results/gemm11b-h200/g11b.json).
+SKINNY_SPLIT_MAX_M = 128
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,12 @@ class SkinnyPlan:
 
     @classmethod
     def for_shape(cls, M: int, N: int, K: int, sm_count: int) -> SkinnyPlan:
+        if M > SKINNY_MAX_M:  # 65..SKINNY_SPLIT_MAX_M tokens (the caller checked the class)
+            tiles = triton.cdiv(N, 128) * triton.cdiv(M, SKINNY_SPLIT_MAX_M)
+            split = 1
+            while tiles * split * 2 <= sm_count and triton.cdiv(K, 64) >= 2 * split * 16:
+                split *= 2
+            return cls(SKINNY_SPLIT_MAX_M, 128, 64, split, num_warps=8, num_stages=4)
         block_m = max(16, triton.next_power_of_2(max(int(M), 1)))
         wide = N >= SKINNY_WIDE_N
         block_n, block_k, stages = (128, 128, 3) if wide else (64, 128, 4)

@@ -213,7 +213,9 @@ TINY = _cfg(64, 32, 64, 4, 4)
 # 53.7 / 55.8); 128x128 tiles in 2 splits 58.0, in 4 64.7 (results/gemm-95-h200/round1.json).
 # 4 stages (192 KB): 54.8 us against 56.4 for the 3-stage rule (cuBLAS 51.7; warm 51.8 / 52.6);
 # warp-specializing the split's K loop 57.1, 256x128 tiles 60.6-61.0, 2 splits of 128x256 88.1,
-# 128x128 in 2 with WS 58.3, 64x256 in 2 57.3 (gemm11 round, g11.json).
+# 128x128 in 2 with WS 58.3, 64x256 in 2 57.3 (gemm11 round, g11.json). fwd 256x4096x14336
+# (4 splits): 53.1 us against 57.9 with 3 stages (cuBLAS 53.8; gemm11b round, g11b.json); with
+# 65..128 tokens in M the skinny kernel runs instead (gemm._path, gemm_skinny).
 SPLIT_TILE = _cfg(128, 256, 64, 4, 8)
 SPLIT_MIN_K = 8192
 SPLIT_MIN_STEPS = 16  # each split reduces >= 16 BLOCK_K steps: its partials stay a small share
