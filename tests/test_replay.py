@@ -791,3 +791,36 @@ def test_the_hit_keeps_a_few_recent_guards_and_replays_each_signature_with_its_r
     assert len(calls) == n + 2  # seen, recorded, then replays
     assert entries[0][0](x, _x(9, 16)) and len(entries) == _replay_hit.MAX_ENTRIES
     assert not any(e[0](_x(9, 16), _x(9, 16)) for e in kept), "9 rows was never guarded before"
+
+
+def test_a_launchers_registered_workspace_replays_as_a_constant_on_its_stream(monkeypatch):
+    """A persistent scratch tensor a launcher owns (int4_tile's split-K counters, registered in
+    ``_launch.WORKSPACES`` with its stream) is recorded as a constant pointer, and the replay
+    checks the current stream; an unregistered tensor, or workspaces of two streams, is never
+    replayed."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(_launch, "_RUNTIME", (lambda: 0, None, None))
+    monkeypatch.setattr(_launch, "WORKSPACES", {})
+    x = _x(4, 16)
+    out, ws, ws2 = torch.empty_like(x), torch.zeros(8, dtype=torch.int32), torch.zeros(8)
+    entry = SimpleNamespace(fast=lambda *a: None, head=())
+    rec = SimpleNamespace(launches=[(entry, (1, 1, 1), (x, out, ws, 16))], allocs=[out])
+    assert _replay._Recipe.build(rec, [x], out) is None  # not registered: cannot be rebuilt
+    _launch.WORKSPACES[ws.data_ptr()] = 77
+    r = _replay._Recipe.build(rec, [x], out)
+    assert r is not None and r.stream == 77
+    ((_, _, _, _, _, template, slots, _),) = r.launches
+    assert template[2] == ws.data_ptr() and [p for p, _ in slots] == [0, 1]
+    _launch.WORKSPACES[ws2.data_ptr()] = 78  # a second workspace on another stream
+    rec.launches.append((entry, (1, 1, 1), (x, out, ws2, 16)))
+    assert _replay._Recipe.build(rec, [x], out) is None
+    monkeypatch.setattr(_launch, "_RUNTIME", (lambda: 0, lambda d: 77, SimpleNamespace()))
+    monkeypatch.setattr(_launch, "_TYPES", (None, None, type(None)))
+    src, _ = _replay._replay_source(r, guarded=False)
+    assert "    if get_stream(device) != STREAM:" in src
+    rec.launches.pop()
+    r0 = _replay._Recipe.build(SimpleNamespace(launches=[(entry, (1, 1, 1), (x, out, 16))],
+                                               allocs=[out]), [x], out)  # fmt: skip
+    assert r0.stream is None
+    assert "    if get_stream(device) != STREAM:" not in _replay._replay_source(r0, False)[0]

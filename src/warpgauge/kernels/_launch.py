@@ -209,6 +209,10 @@ def _recording():
 _CACHE: dict = {}
 _TYPES = None  # (JITFunction, Autotuner, HookChain or None), resolved on first use
 _RUNTIME = None  # (get_device, get_stream, knobs.runtime)
+# Persistent scratch tensors a launcher owns and reuses across calls (data pointer -> the raw
+# stream handle they serve), e.g. int4_tile's split-K counters: a recorded launch may hold one
+# as a constant pointer (``_replay``), and its replay is refused on any other stream.
+WORKSPACES: dict[int, int] = {}
 
 
 def launch_stats() -> dict:

@@ -289,6 +289,7 @@ class _Recipe:
         "run",
         "fast",
         "gfast",
+        "stream",
     )
 
     @classmethod
@@ -302,6 +303,7 @@ class _Recipe:
             return None  # aliasing inputs, a null pointer, an odd allocation: never replayed
         where = {p: i for i, p in enumerate(every)}  # inputs first, then allocations
         launches = []
+        stream = None  # the stream of a workspace the launches hold (_launch.WORKSPACES)
         for entry, (g0, g1, g2), args in rec.launches:
             template = list(args)
             slots = []  # (position, source): the source's data pointer
@@ -310,7 +312,12 @@ class _Recipe:
                 if isinstance(a, _Tensor):
                     src = where.get(a.data_ptr())
                     if src is None:
-                        return None  # a tensor the recipe cannot rebuild (a copy, an offset view)
+                        ws = _launch.WORKSPACES.get(a.data_ptr())
+                        if ws is None or (stream is not None and ws != stream):
+                            return None  # a tensor the recipe cannot rebuild (a copy, a view)
+                        stream = ws  # a launcher's persistent scratch: a constant pointer
+                        template[pos] = a.data_ptr()
+                        continue
                     slots.append((pos, src))
                     template[pos] = None
                 elif a is None or type(a) in _ARG_SCALARS:
@@ -331,6 +338,7 @@ class _Recipe:
             return None
         self = cls()
         self.device = _launch._RUNTIME[0]()  # the device the recorded launches ran on
+        self.stream = stream
         self.allocs = tuple((tuple(t.shape), t.dtype, t.device) for t in rec.allocs)
         self.strides = tuple(tuple(t.stride()) for t in rec.allocs)
         self.launches = tuple(launches)
@@ -386,6 +394,9 @@ def _replay_source(recipe, guarded):
         src.append("    device = DEVICE")
     else:
         src += ["    device = get_device()", "    if device != DEVICE:", "        return REFUSED"]
+    if recipe.stream is not None:  # a workspace serves one stream: refused on any other
+        ns["STREAM"] = recipe.stream
+        src += ["    if get_stream(device) != STREAM:", "        return REFUSED"]
     for k, hook in enumerate(("launch_enter_hook", "launch_exit_hook")):
         h = getattr(runtime, hook, None)
         if type(h) is ns["chain"]:  # Triton 3.6: a HookChain, empty unless a profiler adds one

@@ -35,6 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _launch
 from ._launch import launch
 from .int4_kernels import _dequant_halves, _scaled
 
@@ -243,6 +244,7 @@ def _counters(device, tiles: int, tracing: bool = False) -> torch.Tensor:
     buf = _COUNTERS.get(key)
     if buf is None:
         buf = _COUNTERS[key] = torch.zeros(MAX_FUSED_TILES, dtype=torch.int32, device=device)
+        _launch.WORKSPACES[buf.data_ptr()] = stream  # a replay may pass it as a constant
     return buf
 
 
