@@ -40,6 +40,7 @@ class FakeBackend:
         self.device = torch.device("cpu")
         self.l2_bytes = 1 << 20
         self.flush_bytes = 4 << 20
+        self.clean_bytes = 2 << 20
         self.flush_s = flush_s
         self.log: list = []
         self.captures = 0

@@ -38,6 +38,12 @@ class CudaBackend:
 
     FLUSH_L2_MULTIPLE = 4
     MIN_FLUSH_BYTES = 64 << 20
+    # The write leaves up to an L2 of dirty lines, written back to DRAM while the next call runs
+    # (an idle GPU does not write them back: 200 us of sleep changed nothing). A read of a clean
+    # buffer of twice the L2 after it evicts them before the timed interval: on the H200 the write
+    # alone added 1-8 us to cold calls (torch.sum of 16384x4096 BF16 46.4 -> 39.1 us, a 32 MB copy
+    # 20.8 -> 18.6; experiments/flush_probe.py, results/h200-session10/).
+    CLEAN_L2_MULTIPLE = 2
 
     def __init__(self, device_index: int = 0):
         import torch
@@ -50,6 +56,10 @@ class CudaBackend:
         want = max(self.FLUSH_L2_MULTIPLE * self.l2_bytes, self.MIN_FLUSH_BYTES)
         self.flush_bytes = (want + (1 << 20) - 1) // (1 << 20) * (1 << 20)
         self._flush_buf = torch.empty(self.flush_bytes, dtype=torch.uint8, device=self.device)
+        clean = max(self.CLEAN_L2_MULTIPLE * self.l2_bytes, self.MIN_FLUSH_BYTES // 2)
+        self.clean_bytes = (clean + (1 << 20) - 1) // (1 << 20) * (1 << 20)
+        self._clean_buf = torch.ones(self.clean_bytes // 4, dtype=torch.float32, device=self.device)
+        self._clean_sink = torch.empty((), dtype=torch.float32, device=self.device)
         self._burst_mats = None
         self._burst_mm_s = None
         self._fill_us = None
@@ -69,8 +79,12 @@ class CudaBackend:
         self._torch.cuda.synchronize(self.device)
 
     def flush(self) -> None:
-        """Enqueue a write of ``flush_bytes`` (>= 4x L2): evicts whatever the last call left in L2."""
+        """Enqueue a write of ``flush_bytes`` (>= 4x L2), which evicts whatever the last call left
+        in L2, then a read of ``clean_bytes`` (>= 2x L2) of another buffer, which writes the
+        dirty lines back before the next call: L2 ends up holding clean lines of neither the
+        call's inputs nor its outputs."""
         self._flush_buf.fill_(0x5A)
+        self._torch.sum(self._clean_buf, dim=0, out=self._clean_sink)
 
     def burst(self, ms: float) -> None:
         """Keep the GPU busy with BF16 matmuls for about ``ms`` milliseconds (clock warm-up)."""

@@ -349,8 +349,9 @@ class GroupMeasurer:
                 "rounds": rounds,
                 "stop_rule": rule.record(),
                 "lane_policy": (
-                    f"cold: L2 flushed ({sv.backend.flush_bytes} bytes written) before every timed "
-                    "interval, outside it"
+                    f"cold: L2 flushed ({sv.backend.flush_bytes} bytes written, then "
+                    f"{getattr(sv.backend, 'clean_bytes', 0)} bytes of a clean buffer read) before "
+                    "every timed interval, outside it"
                     if lane == "cold"
                     else "warm: no flush; cache diagnostic only (inputs may stay in L2)"
                 ),

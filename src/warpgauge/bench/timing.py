@@ -15,7 +15,7 @@ Two kinds of sample per provider (docs/methodology.md, "Timing"):
 - host+device time: one call between two events after a full synchronization, so the interval
   holds the host's launch path (Python, dispatcher, launch) plus the device work.
 
-Cold lane: an L2 flush (a write of 4x the L2 size) is enqueued before every timed interval, never
+Cold lane: an L2 flush (a write of 4x the L2 size, then a read of 2x it) is enqueued before every timed interval, never
 inside it. Warm lane: no flush; one untimed replay/call primes the cache before each batch.
 """
 
@@ -56,6 +56,7 @@ class Backend(Protocol):
     device: Any  # a torch.device
     l2_bytes: int
     flush_bytes: int
+    clean_bytes: int
 
     def events(self, n: int) -> list: ...
     def record(self, event) -> None: ...
