@@ -428,6 +428,35 @@ case "${1:-}" in
     for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
     pack gputests9
     ;;
+  final10a)  # session 10: final9a (the whole default suite) on the clean-flush cold lane
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_peers
+    bench_part default "${DEFAULT_S:-540}" --max-minutes "${DEFAULT_MIN:-7.5}" \
+      --skip "${DEFAULT_SKIP:-compile_max_autotune}"
+    ;;
+  final10b)  # right after final10a: host mode, training steps, the GPU test lanes and memcheck
+    # over every plan the sanitizer driver forces (session 9's kernels among them)
+    install_peers
+    [ "${HOST:-1}" = 1 ] && bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    [ "${FWDBWD:-1}" = 1 ] && bench_part fwd-bwd-gemm "${FWDBWD_S:-130}" --mode fwd_bwd \
+      --ops gemm --skip 'compile*' --max-minutes "${FWDBWD_MIN:-1.6}"
+    [ "${FWDBWD:-1}" = 1 ] && bench_part fwd-bwd-rows 100 --mode fwd_bwd --quick \
+      --ops softmax,add_rms_norm --max-minutes 1.2
+    d="$OUT/gputests10"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
+    lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-170}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+    echo "[$(stamp)] gpu tests (session 10 lanes)"
+    lane rows $P tests/gpu/test_rows_gpu.py
+    lane host_path $P tests/gpu/test_host_path_gpu.py
+    lane gemm_int4 $P tests/gpu/test_gemm_int4_gpu.py tests/gpu/test_gemm_rules_gpu.py
+    lane training $P tests/gpu/test_training_gpu.py
+    lane hardening $P tests/gpu/test_determinism_gpu.py tests/gpu/test_indexing_gpu.py
+    lane memcheck env SANITIZE_TIMEOUT=$(( ${LANE_S:-170} - 10 )) bash scripts/sanitize.sh "$d/san" memcheck
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    grep -h "ERROR SUMMARY\|cases passed" "$d"/san/*.log 2>/dev/null
+    pack gputests10
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -115,6 +115,46 @@ def _cases(size: str):
                 ("row_sum", f"forward {tag}", row_sum_case),
             ]
 
+    # session 9's plans (forced here; the rule picks them at larger shapes): softmax's ex2 exps
+    # with the relaxed statistics publish (register and looped cooperative chunks, persistent
+    # resident), row_sum's persistent tiles, add_rms_norm's early weight load
+    fast = {
+        "coop_fast": RowPlan.coop(128 if tiny else 512, 4, fast_exp=True),
+        "coop_sub_fast": RowPlan.coop(128 if tiny else 512, 2, sub=32 if tiny else 128,
+                                      evict=True, fast_exp=True),  # fmt: skip
+        "persistent_fast": RowPlan("resident", 512 if tiny else 2048, 4, programs_per_sm=1,
+                                   fast_exp=True),  # fmt: skip
+    }
+    for pname, plan in fast.items():
+        w = width if plan.kind == "coop" else plan.block - 5  # a resident plan covers its block
+
+        def softmax_fast_case(plan=plan, w=w):
+            x = rand(rows, 2 * w, scale=4.0)[:, :w]
+            x[0, : w // 2] = float("-inf")
+            x[1] = float("-inf")
+            assert_close(softmax_k.softmax(x, plan=plan), softmax_ref(x), relative=True,
+                         msg="softmax fast_exp")  # fmt: skip
+
+        out.append(("softmax", f"forward {rows}x{w} plan={pname}", softmax_fast_case))
+    rs_body = 512 if tiny else 2048
+
+    def row_sum_persistent_case():
+        plan = RowPlan("resident", rs_body, 4, programs_per_sm=2)
+        x = rand(rows * 5, rs_body - 3)
+        assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x), msg="row_sum persistent")
+
+    out.append(("row_sum", f"forward {rows * 5}x{rs_body - 3} persistent tiles", row_sum_persistent_case))
+
+    def rms_w_early_case():
+        plan = RowPlan("resident", rs_body, 4, w_early=True)
+        x, r, w = rand(rows, rs_body - 3), rand(rows, rs_body - 3), rand(rs_body - 3)
+        y, h = rms_k.add_rms_norm(x, r, w, 1e-6, plan=plan)
+        y_ref, h_ref = add_rms_norm_ref(x, r, w)
+        assert_close(h, h_ref, msg="h")
+        assert_close(y, y_ref, msg="y w_early")
+
+    out.append(("add_rms_norm", f"forward {rows}x{rs_body - 3} w_early", rms_w_early_case))
+
     def add_case():
         for n in (1, 1000 if tiny else 100003):
             x, y = rand(n), rand(n)
@@ -180,6 +220,11 @@ def _cases(size: str):
         Int4Plan(block_m=1, block_n=32, groups_per_iter=4, split_k=1, num_warps=2, pipeline=3),
         Int4Plan(block_m=1, block_n=32, groups_per_iter=4, split_k=2, num_warps=2, pipeline=3),
         Int4Plan(block_m=16, block_n=64, groups_per_iter=2, split_k=2, num_warps=4, pipeline=3),
+        # the tile kernel (kernels/int4_tile.py, batch 2-256): split-K reduced in the kernel by
+        # the last split of each tile (per-tile counters in a persistent workspace), TMA loads
+        Int4Plan(block_m=16, block_n=64, groups_per_iter=2, split_k=3, kernel="tile", fused=True),
+        Int4Plan(block_m=64, block_n=128, split_k=2, num_warps=8, kernel="tile", fused=True,
+                 tma=True),  # fmt: skip
     ]
     for plan in int4_plans:
         for M in (1, 5) if plan.block_m <= 16 else (70,):
