@@ -51,7 +51,12 @@ def main() -> None:
         f_write()
         torch.cuda._sleep(cyc)
 
-    flushes = {"write": f_write, "write+read": f_write_read, "read": f_read, "write+idle": f_write_idle}
+    flushes = {
+        "write": f_write,
+        "write+read": f_write_read,
+        "read": f_read,
+        "write+idle": f_write_idle,
+    }
 
     g = torch.Generator(device=dev).manual_seed(0)
     calls = {}
@@ -66,7 +71,7 @@ def main() -> None:
     calls["row sum 16384x4096 (wg)"] = (lambda: wg.row_sum(x), 128)
     xs = torch.randn(1024, 4096, device=dev, generator=g).to(torch.bfloat16)
     calls["softmax 1024x4096 (wg)"] = (lambda: wg.softmax(xs), 16)
-    for (n, k) in ((4096, 4096), (28672, 8192)):
+    for n, k in ((4096, 4096), (28672, 8192)):
         w = (torch.randn(n, k, device=dev, generator=g) * k**-0.5).to(torch.bfloat16)
         q = quantize_int4(w, 128)
         a = torch.randn(1, k, device=dev, generator=g).to(torch.bfloat16)
@@ -87,12 +92,14 @@ def main() -> None:
         torch.cuda.synchronize()
         res["flush_us"][name] = e0.elapsed_time(e1) * 100.0
     samples = {c: {f: [] for f in flushes} for c in calls}
-    ev = [(torch.cuda.Event(True), torch.cuda.Event(True)) for _ in range(len(calls) * len(flushes))]
+    ev = [
+        (torch.cuda.Event(True), torch.cuda.Event(True)) for _ in range(len(calls) * len(flushes))
+    ]
     for r in range(args.rounds):
         i = 0
         order = list(flushes)
-        order = order[r % len(order):] + order[: r % len(order)]
-        for c, (fn, _) in calls.items():
+        order = order[r % len(order) :] + order[: r % len(order)]
+        for fn, _ in calls.values():
             for f in order:
                 flushes[f]()
                 e0, e1 = ev[i]
@@ -106,9 +113,12 @@ def main() -> None:
             for f in order:
                 samples[c][f].append(ev[i][0].elapsed_time(ev[i][1]) * 1000.0)
                 i += 1
-    print(f"L2 {l2 >> 20} MiB; flush cost us: " + ", ".join(f"{k} {v:.1f}" for k, v in res["flush_us"].items()))
+    print(
+        f"L2 {l2 >> 20} MiB; flush cost us: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in res["flush_us"].items())
+    )
     print(f"{'call':32s} " + " ".join(f"{f:>12s}" for f in flushes) + "   (median us; MB moved)")
-    for c, (fn, mb) in calls.items():
+    for c, (_fn, mb) in calls.items():
         med = {f: statistics.median(samples[c][f]) for f in flushes}
         res["calls"][c] = {"mb": mb, **med}
         print(f"{c:32s} " + " ".join(f"{med[f]:12.2f}" for f in flushes) + f"   {mb:.0f}")

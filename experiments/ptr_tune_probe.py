@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from warpgauge.kernels import gemm as gm
 import warpgauge as wg
+from warpgauge.kernels import gemm as gm
 
 g = torch.Generator(device="cuda").manual_seed(51)
 a = torch.randn(127, 65, generator=g, device="cuda").to(torch.bfloat16)
@@ -16,13 +16,30 @@ c = torch.empty(127, 255, device="cuda", dtype=torch.bfloat16)
 print("path", gm._path(a, b, c, "m"))
 k = gm._KERNELS["m"]
 print("kernel", type(k), getattr(k, "fn", None))
-print("cache before", len(getattr(k, "cache", {})), "bench_time", getattr(k, "bench_time", "absent"))
+print(
+    "cache before", len(getattr(k, "cache", {})), "bench_time", getattr(k, "bench_time", "absent")
+)
 orig = gm._tuned_launch
+
+
 def spy(kernel, grid, *args, **meta):
-    print("  _tuned_launch called; cache", len(kernel.cache), "bench", getattr(kernel, "bench_time", None))
+    print(
+        "  _tuned_launch called; cache",
+        len(kernel.cache),
+        "bench",
+        getattr(kernel, "bench_time", None),
+    )
     orig(kernel, grid, *args, **meta)
-    print("  after; cache", len(kernel.cache), "bench", getattr(kernel, "bench_time", None),
-          "best", getattr(kernel, "best_config", None))
+    print(
+        "  after; cache",
+        len(kernel.cache),
+        "bench",
+        getattr(kernel, "bench_time", None),
+        "best",
+        getattr(kernel, "best_config", None),
+    )
+
+
 gm._tuned_launch = spy
 y = wg.gemm(a, b)
 torch.cuda.synchronize()

@@ -18,8 +18,11 @@ orig = gm._tuned_launch
 def spy(kernel, grid, *args, **meta):
     c0, b0 = len(kernel.cache), getattr(kernel, "bench_time", None)
     orig(kernel, grid, *args, **meta)
-    print(f"   _tuned_launch: cache {c0}->{len(kernel.cache)} bench {b0}->{getattr(kernel, 'bench_time', None)}"
-          f" log {len(gm.tuning_log())}", flush=True)
+    print(
+        f"   _tuned_launch: cache {c0}->{len(kernel.cache)} bench {b0}->{getattr(kernel, 'bench_time', None)}"
+        f" log {len(gm.tuning_log())}",
+        flush=True,
+    )
 
 
 gm._tuned_launch = spy

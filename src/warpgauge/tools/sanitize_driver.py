@@ -120,10 +120,12 @@ def _cases(size: str):
     # resident), row_sum's persistent tiles, add_rms_norm's early weight load
     fast = {
         "coop_fast": RowPlan.coop(128 if tiny else 512, 4, fast_exp=True),
-        "coop_sub_fast": RowPlan.coop(128 if tiny else 512, 2, sub=32 if tiny else 128,
-                                      evict=True, fast_exp=True),  # fmt: skip
-        "persistent_fast": RowPlan("resident", 512 if tiny else 2048, 4, programs_per_sm=1,
-                                   fast_exp=True),  # fmt: skip
+        "coop_sub_fast": RowPlan.coop(
+            128 if tiny else 512, 2, sub=32 if tiny else 128, evict=True, fast_exp=True
+        ),  # fmt: skip
+        "persistent_fast": RowPlan(
+            "resident", 512 if tiny else 2048, 4, programs_per_sm=1, fast_exp=True
+        ),  # fmt: skip
     }
     for pname, plan in fast.items():
         w = width if plan.kind == "coop" else plan.block - 5  # a resident plan covers its block
@@ -143,7 +145,9 @@ def _cases(size: str):
         x = rand(rows * 5, rs_body - 3)
         assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x), msg="row_sum persistent")
 
-    out.append(("row_sum", f"forward {rows * 5}x{rs_body - 3} persistent tiles", row_sum_persistent_case))
+    out.append(
+        ("row_sum", f"forward {rows * 5}x{rs_body - 3} persistent tiles", row_sum_persistent_case)
+    )
 
     def rms_w_early_case():
         plan = RowPlan("resident", rs_body, 4, w_early=True)
@@ -223,8 +227,9 @@ def _cases(size: str):
         # the tile kernel (kernels/int4_tile.py, batch 2-256): split-K reduced in the kernel by
         # the last split of each tile (per-tile counters in a persistent workspace), TMA loads
         Int4Plan(block_m=16, block_n=64, groups_per_iter=2, split_k=3, kernel="tile", fused=True),
-        Int4Plan(block_m=64, block_n=128, split_k=2, num_warps=8, kernel="tile", fused=True,
-                 tma=True),  # fmt: skip
+        Int4Plan(
+            block_m=64, block_n=128, split_k=2, num_warps=8, kernel="tile", fused=True, tma=True
+        ),  # fmt: skip
     ]
     for plan in int4_plans:
         for M in (1, 5) if plan.block_m <= 16 else (70,):
