@@ -15,7 +15,7 @@ if "TRITON_INTERPRET" not in os.environ:
         os.environ["TRITON_INTERPRET"] = "1"
 # Inductor compiles in this process, not in a pool of workers: on the H200 the training tests'
 # pytest process did not exit after its last test (session 9, results/h200-session9/gputests9b/
-# training.log ends in the lane's timeout), and the worker pool is what outlives the tests there.
+# training.log ends in the lane's timeout); the worker pool is the suspect (not confirmed).
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import pytest  # noqa: E402
