@@ -100,10 +100,16 @@ def test_gemm11_rules_every_product_matches_fp64(M, N, K):
 
 
 def test_pointer_autotuning_is_logged_with_its_time():
-    # issue 11: the tuning time per case; the pointer path (tiny odd product) autotunes
+    # issue 11: the tuning time per case; the pointer path (tiny odd product) autotunes. Called
+    # through the public op, as a user calls it: the kernel module's gemm called directly (as the
+    # other tests here do) runs with wrap-triton dispatch on, so its launch goes through torch's
+    # higher-order op, which on the H200 (torch 2.11) neither tuned nor filled the autotuner's
+    # cache (experiments/ptr_tune_probe2.py, results/h200-session10/ptr_tune.txt): nothing to log
+    import warpgauge as wg
+
     a, b = rand(127, 65, seed=51), rand(65, 255, seed=52)
     before = len(gemm_mod.tuning_log())
-    assert_close(gemm(a, b), ref64(a, b))
+    assert_close(wg.gemm(a, b), ref64(a, b))
     new = [r for r in gemm_mod.tuning_log()[before:] if r["kernel"] == "_gemm_kernel"]
     if not new:  # tuned earlier in this process (same key): the log holds it from then
         new = [r for r in gemm_mod.tuning_log() if r["kernel"] == "_gemm_kernel"]
