@@ -127,6 +127,11 @@ FMA_FOLD = False
 FMA_PIPE_BLOCK_N = 32
 FMA_PIPE_K_PER_ITER = 512  # 4 groups of 128: 256 B of each row per step
 FMA_PIPE_PROGRAMS_PER_SM = 3
+# The pipelined FMA GEMV's split-K: reduced inside the kernel (the last split of each output
+# block adds the partials in the fixed order, as int4_tile's fused plans; one launch) and the
+# fewest steps per split the rule allows.
+FMA_PIPE_FUSED = False
+FMA_PIPE_MIN_STEPS = 2
 # The tensor-core GEMV (2 <= M <= 16): 256 rows x 4 warps per program, split K to the smallest
 # power of two that gives >= 1.5 programs per SM, down to 2 groups per split. On the H200
 # (results/int4-gemv-h200/r1.json, batch 4, us at 112-128 / 224-256 / 448-512 programs):
@@ -307,8 +312,9 @@ class Int4Plan:
             per_sm, min_groups, max_split = (
                 GEMV_DOT_PROGRAMS_PER_SM, GEMV_DOT_MIN_GROUPS_PER_SPLIT, GEMV_DOT_MAX_SPLIT_K
             )  # fmt: skip
-        elif plan["block_m"] == 1 and FMA_PIPELINE:  # >= 2 steps per split
-            per_sm, min_groups, max_split = FMA_PIPE_PROGRAMS_PER_SM, 2 * gpi, MAX_SPLIT_K
+        elif plan["block_m"] == 1 and FMA_PIPELINE:  # >= FMA_PIPE_MIN_STEPS steps per split
+            per_sm, min_groups = FMA_PIPE_PROGRAMS_PER_SM, FMA_PIPE_MIN_STEPS * gpi
+            max_split = MAX_SPLIT_K
         elif plan["block_m"] == 1:
             per_sm, min_groups, max_split = GEMV_PROGRAMS_PER_SM, MIN_GROUPS_PER_SPLIT, MAX_SPLIT_K
         else:
@@ -323,6 +329,8 @@ class Int4Plan:
             tiles = triton.cdiv(N, bn) * triton.cdiv(max(M, 1), 16)
             plan["block_n"] = bn
             split = _split(tiles, sm_count, per_sm, n_groups, min_groups, max_split)
+        if plan["block_m"] == 1 and plan["pipeline"] and split > 1 and FMA_PIPE_FUSED:
+            plan["fused"] = True
         return cls(**tile_rule(dict(plan, split_k=split), M, N, K, sm_count, group_size))
 
 
@@ -437,8 +445,8 @@ def int4_linear_packed(
         reduced = launch_tile(plan, grid, x2, packed, scales, y, part, group_size, upcast, asm)
     elif plan.pipeline:
         asm = USE_ASM_DECODE and not interpreter_enabled()
-        launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm, FOLD_OFFSET,
-                         FMA_FOLD)  # fmt: skip
+        reduced = launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm,
+                                   FOLD_OFFSET, FMA_FOLD)  # fmt: skip
     else:
         _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, x.dtype, upcast)
     if plan.split_k > 1 and not reduced:

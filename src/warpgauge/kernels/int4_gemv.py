@@ -18,6 +18,7 @@ import triton.language as tl
 
 from ._launch import launch
 from .int4_kernels import _MAGIC_F32, _XOR8, _dequant_halves, _fma_step, _fold_offset
+from .int4_tile import _counters, _tracing, fused_ok
 
 _MAGIC_ONE = 0x3F800000  # 1.0 in FP32: the magic of the folded decode (``_fma_step_fold``)
 
@@ -73,13 +74,16 @@ def _fma_step_fold(b, xv, sc, one, GPI: tl.constexpr, WPAD: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=["M", "magic"])
-def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
+def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K, magic,
                            stride_xm, stride_xk, stride_wn, stride_sn, stride_ym, stride_yn,
                            GROUP: tl.constexpr, WPAD: tl.constexpr, BLOCK_N: tl.constexpr,
                            GPI: tl.constexpr, SPLIT_K: tl.constexpr, STAGES: tl.constexpr,
-                           FOLD: tl.constexpr = False):  # fmt: skip
+                           FOLD: tl.constexpr = False, FUSED: tl.constexpr = False):  # fmt: skip
     # FOLD: the folded decode ``_fma_step_fold`` (magic 1.0), else the exact one (``_fma_step``,
-    # magic 2**23).
+    # magic 2**23). FUSED (SPLIT_K > 1): the last split of each output block to finish (an int32
+    # counter per block in cnt_ptr, reset by that program) adds the partials in the fixed order
+    # 0 .. SPLIT_K - 1 and stores y: the additions of ``_splitk_reduce_kernel`` in its order
+    # (the same bits), one launch less; as ``int4_tile``'s FUSED.
     # I/O (compulsory): read packed N*K/2 B (as int32 words) + scales N*K/GROUP + x K per row,
     # write y M*N; SPLIT_K > 1 also writes SPLIT_K*M*N FP32 partials. FLOPs 2*M*N*K.
     pid = tl.program_id(0)
@@ -132,8 +136,19 @@ def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
         y_ptrs = y_ptr + pid_m.to(tl.int64) * stride_ym + offs_n.to(tl.int64) * stride_yn
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
     else:
-        p_ptrs = part_ptr + (pid_k * M + pid_m).to(tl.int64) * N + offs_n
-        tl.store(p_ptrs, acc, mask=n_mask)
+        p_row = part_ptr + pid_m.to(tl.int64) * N + offs_n  # split 0's partials of this block
+        tl.store(p_row + (pid_k * M).to(tl.int64) * N, acc, mask=n_mask)
+        if FUSED:
+            tl.debug_barrier()  # every thread's partial is stored before the counter moves
+            done = tl.atomic_add(cnt_ptr + pid, 1, sem="acq_rel", scope="gpu")
+            if done == SPLIT_K - 1:  # the last split of this block: reduce in the fixed order
+                out = tl.load(p_row, mask=n_mask, other=0.0, cache_modifier=".cg")
+                for s in tl.static_range(1, SPLIT_K):
+                    out += tl.load(p_row + (s * M).to(tl.int64) * N, mask=n_mask, other=0.0,
+                                   cache_modifier=".cg")  # fmt: skip
+                y_ptrs = y_ptr + pid_m.to(tl.int64) * stride_ym + offs_n.to(tl.int64) * stride_yn
+                tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=n_mask)
+                tl.atomic_xchg(cnt_ptr + pid, 0)  # ready for the next call
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -238,11 +253,12 @@ def _int4_gemv_dot_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K,
 
 def launch_pipelined(
     plan, grid, x2, w, scales, y, part, group_size, upcast, asm, fold, fma_fold=False
-):
+) -> bool:
     """Launch the pipelined GEMV of ``plan`` (``plan.pipeline >= 2``; ``int4.int4_linear_packed``
     has checked the operands, sliced x into rows and viewed the weight as int32 words for
     ``block_m == 1``). ``asm`` / ``fold``: the tensor-core GEMV's PTX decode and offset fold;
-    ``fma_fold``: the FMA GEMV's folded decode."""
+    ``fma_fold``: the FMA GEMV's folded decode. Returns whether the kernel reduced the split-K
+    partials itself (``plan.fused``, FMA GEMV; else the caller launches the reduction)."""
     M, K = x2.shape
     N = y.shape[1]
     strides = (x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1))
@@ -257,6 +273,10 @@ def launch_pipelined(
                **common)  # fmt: skip
     else:
         magic = _MAGIC_ONE if fma_fold else _MAGIC_F32
-        launch(_int4_gemv_pipe_kernel, grid, x2, w, scales, y, part, M, N, K, magic, *strides,
-               WPAD=triton.next_power_of_2(max(group_size // 8, 1)), FOLD=bool(fma_fold),
-               **common)  # fmt: skip
+        fused = plan.split_k > 1 and plan.fused and fused_ok(grid[0])
+        cnt = _counters(x2.device, grid[0], _tracing(x2)) if fused else part
+        launch(_int4_gemv_pipe_kernel, grid, x2, w, scales, y, part, cnt, M, N, K, magic,
+               *strides, WPAD=triton.next_power_of_2(max(group_size // 8, 1)),
+               FOLD=bool(fma_fold), FUSED=fused, **common)  # fmt: skip
+        return fused
+    return False

@@ -213,8 +213,11 @@ def check_tile_fields(plan) -> None:
             f"tma=True (x and the packed weight through TMA descriptors) needs kernel='tile' "
             f"and block_m > 16, got kernel={plan.kernel!r}, block_m={plan.block_m}"
         )
-    if plan.fused and plan.kernel != "tile":
-        raise ValueError("fused=True (the split-K reduction in the kernel) needs kernel='tile'")
+    if plan.fused and plan.kernel != "tile" and not (plan.block_m == 1 and plan.pipeline):
+        raise ValueError(
+            "fused=True (the split-K reduction in the kernel) needs kernel='tile' or the "
+            "pipelined FMA GEMV (block_m=1, pipeline >= 2)"
+        )
 
 
 def permute_x(x2: torch.Tensor, group_size: int) -> torch.Tensor:
