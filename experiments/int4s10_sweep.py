@@ -9,7 +9,8 @@ and whether the same change slows any other suite shape. Floors in the same run:
 Variants (one string each):
   wg                       the default rule of the commit that runs (plan=None)
   rule:FLAGS               the rule with module flags set (``F`` FMA_PIPE_FUSED, ``1`` FMA_PIPE_MIN_STEPS=1)
-  f:bn,gpi,split,warps,stages,fused[,fold]   a forced pipelined FMA GEMV plan (batch 1 kernel)
+  f:bn,gpi,split,warps,stages,fused[,flags]  a forced pipelined FMA GEMV plan (batch 1 kernel);
+                           flags: f FMA_FOLD (folded decode), x FMA_XR (x per nibble position)
   t:bm,bn,split,warps,stages,fused           a forced tile-kernel plan (mode 0, exact)
   tinygemm                 torch._weight_int4pack_mm on the same weight (tinygemm layout)
   null                     an empty Triton kernel (the launch floor of one graph node)
@@ -69,8 +70,13 @@ def _read_kernel(p_ptr, out_ptr, n_words, BLOCK: tl.constexpr, ITERS: tl.constex
     tl.store(out_ptr + tl.program_id(0), tl.sum(acc))
 
 
-def _f(bn, gpi, split, w=2, st=3, fused=1, fold=0):
-    return f"f:{bn},{gpi},{split},{w},{st},{fused}" + (",1" if fold else "")
+def _f(bn, gpi, split, w=2, st=3, fused=1, fold=0, xr=0):
+    fl = ("f" if fold else "") + ("x" if xr else "")
+    return f"f:{bn},{gpi},{split},{w},{st},{fused}" + (f",{fl}" if fl else "")
+
+
+def _x(bn, gpi, split, w=2, st=3, fused=1):
+    return _f(bn, gpi, split, w, st, fused, xr=1)
 
 
 def _t(bm, bn, split, w=4, st=3, fused=1):
@@ -82,25 +88,44 @@ CASES = [
     # the latency-bound small weight first: every candidate
     (1, 4096, 4096, BASE + [_f(32, 4, 4, fused=0), _f(32, 4, 2), _f(32, 2, 8), _f(16, 4, 4, 1),
                             _f(16, 4, 8, 1), _f(16, 2, 16, 1), _f(64, 4, 4, 2), _f(32, 4, 4, fold=1),
+                            _x(32, 2, 8), _x(32, 2, 4), _x(64, 2, 4), _x(64, 4, 4, 4),
                             "null", "read:4", "read:2"]),
+    (1, 28672, 8192, BASE + [_f(32, 4, 2), _x(32, 2, 1, fused=0), _x(64, 2, 1, fused=0),
+                             _x(64, 4, 1, 4, fused=0), "read:4"]),
+    (1, 8192, 8192, BASE + [_f(32, 4, 4), _f(16, 4, 4, 1), _x(32, 2, 2), _x(64, 2, 4), "read:4"]),
     (4, 4096, 4096, ["tinygemm", "wg", _t(16, 128, 4), _t(16, 64, 8, 2), _t(16, 128, 8, st=2),
                      _f(32, 4, 4)]),
+    (1, 4096, 14336, BASE + [_f(32, 4, 8), _f(16, 4, 4, 1), _x(32, 2, 4)]),
+    (1, 14336, 4096, BASE + [_f(32, 4, 2), _x(32, 2, 1, fused=0), _x(64, 2, 2)]),
     (16, 4096, 4096, ["tinygemm", "wg", _t(16, 128, 4), _t(16, 64, 8, 2)]),
-    (1, 8192, 8192, BASE + [_f(32, 4, 4), _f(16, 4, 4, 1), "read:4"]),
-    (1, 4096, 14336, BASE + [_f(32, 4, 8), _f(16, 4, 4, 1)]),
-    (1, 14336, 4096, BASE + [_f(32, 4, 2)]),
-    (1, 28672, 8192, BASE + [_f(32, 4, 2), "read:4"]),
-    (1, 128256, 4096, ["tinygemm", "wg"]),
+    (1, 128256, 4096, ["tinygemm", "wg", _x(32, 2, 1, fused=0), _x(64, 2, 1, fused=0)]),
     (4, 28672, 8192, ["tinygemm", "wg"]),
     (16, 28672, 8192, ["tinygemm", "wg"]),
 ]
 # correctness only (not timed): odd N (a wrapped last block), a group count that neither the step
 # nor the split divides, batch 3 (one program row per x row)
-CHECKS = [(1, 4097, 35 * 128, [_f(32, 4, 4), _f(16, 4, 8, 1), _f(32, 4, 3)]),
-          (3, 200, 9 * 128, [_f(32, 4, 4), _f(16, 2, 3, 1)])]  # fmt: skip
+CHECKS = [(1, 4097, 35 * 128, [_f(32, 4, 4), _f(16, 4, 8, 1), _f(32, 4, 3), _x(32, 2, 3)]),
+          (3, 200, 9 * 128, [_f(32, 4, 4), _f(16, 2, 3, 1), _x(64, 2, 2)])]  # fmt: skip
 # the CPU dry run (interpreter): the FMA variants, the rule and tile plans on small weights
-DRY = [(1, 77, 9 * 128, [_f(32, 4, 4), _f(16, 2, 3, 1), _f(32, 4, 4, fold=1), "wg", "rule:F1"]),
+DRY = [(1, 77, 9 * 128, [_f(32, 4, 4), _f(16, 2, 3, 1), _f(32, 4, 4, fold=1), "wg", "rule:F",
+                         _x(32, 2, 3)]),
        (2, 40, 3 * 128, [_f(32, 4, 2), "null"])]  # fmt: skip
+
+
+class ModFlags:
+    """Module flags of ``kernels/int4.py`` set for one call (a forced plan's decode options)."""
+
+    def __init__(self, fold=False, xr=False):
+        self.vals = dict(FMA_FOLD=bool(fold), FMA_XR=bool(xr))
+
+    def __enter__(self):
+        self.saved = {a: getattr(i4, a) for a in self.vals}
+        for a, v in self.vals.items():
+            setattr(i4, a, v)
+
+    def __exit__(self, *exc):
+        for a, v in self.saved.items():
+            setattr(i4, a, v)
 
 
 class Flags:
@@ -124,20 +149,22 @@ class Flags:
 def plan_of(variant, M, N, K, sm):
     kind, _, opt = variant.partition(":")
     if kind == "wg":
-        return i4.Int4Plan.for_shape(M, N, K, sm, GS), False
+        return i4.Int4Plan.for_shape(M, N, K, sm, GS), (False, False)
     if kind == "rule":
         with Flags(opt):
-            return i4.Int4Plan.for_shape(M, N, K, sm, GS), False
-    v = [int(a) for a in opt.split(",")]
+            return i4.Int4Plan.for_shape(M, N, K, sm, GS), (False, False)
+    parts = opt.split(",")
+    v = [int(a) for a in parts[:6]]
     if kind == "f":
         bn, gpi, sp, w, st, fused = v[:6]
+        fl = parts[6] if len(parts) > 6 else ""
         gpi = min(gpi, triton.next_power_of_2(max(K // GS, 1)))
         return i4.Int4Plan(block_m=1, block_n=bn, groups_per_iter=gpi, split_k=sp, num_warps=w,
-                           num_stages=1, pipeline=st, fused=bool(fused)), bool(len(v) > 6 and v[6])  # fmt: skip
+                           num_stages=1, pipeline=st, fused=bool(fused)), ("f" in fl, "x" in fl)  # fmt: skip
     if kind == "t":
         bm, bn, sp, w, st, fused = v
         return i4.Int4Plan(block_m=bm, block_n=bn, split_k=sp, num_warps=w, num_stages=st,
-                           kernel="tile", fused=bool(fused)), False  # fmt: skip
+                           kernel="tile", fused=bool(fused)), (False, False)  # fmt: skip
     raise ValueError(variant)
 
 
@@ -167,12 +194,8 @@ def make_call(variant, x, qw, N, K, sm, extra):
     explicit = None if variant == "wg" else plan
 
     def call():
-        saved = i4.FMA_FOLD
-        i4.FMA_FOLD = fold
-        try:
+        with ModFlags(*fold):
             return i4.int4_linear_packed(x, qw.packed, qw.scales, GS, explicit)
-        finally:
-            i4.FMA_FOLD = saved
 
     return call, plan
 
@@ -234,15 +257,10 @@ def run_shape(M, N, K, variants, sm, l2, flush, rounds, timing, recs, log):
                 rec.update(ok=bool(chk.ok), worst=round(chk.worst_ratio, 4))
                 if plan is not None and plan.fused and plan.split_k > 1:
                     plain = dataclasses.replace(plan, fused=False)
-                    fold = v.startswith("f:") and v.count(",") >= 6
-                    saved = i4.FMA_FOLD
-                    i4.FMA_FOLD = fold
-                    try:
+                    with ModFlags(*plan_of(v, M, N, K, sm)[1]):
                         o2 = s.poisoned_call(lambda: i4.int4_linear_packed(
                             x, qw.packed, qw.scales, GS, plain))  # fmt: skip
-                        o3 = fn()
-                    finally:
-                        i4.FMA_FOLD = saved
+                    o3 = fn()
                     rec["same_bits_unfused"] = bool(torch.equal(out, o2))
                     rec["same_bits_again"] = bool(torch.equal(out, o3))
                 if not chk.ok:
@@ -319,7 +337,7 @@ def compile_worker(part, nparts, sm):
             if v == "tinygemm":
                 continue
             if v.startswith("read") or v == "null":
-                key, plan, fold = (v,), None, False
+                key, plan, fold = (v,), None, (False, False)
             else:
                 plan, fold = plan_of(v, M, N, K, sm)
                 kp = plan
@@ -339,12 +357,8 @@ def compile_worker(part, nparts, sm):
                     make_call(v, x, qw, N, K, sm, {})[0]()
                     continue
                 qw, _ = s.weights(256 if N % 16 == 0 else 257, K, 1)
-                saved = i4.FMA_FOLD
-                i4.FMA_FOLD = fold
-                try:
+                with ModFlags(*fold):
                     i4.int4_linear_packed(x, qw.packed, qw.scales, GS, plan)
-                finally:
-                    i4.FMA_FOLD = saved
             except Exception as exc:
                 print("compile error", v, M, K, f"{type(exc).__name__}: {str(exc)[:200]}",
                       flush=True)  # fmt: skip

@@ -124,6 +124,10 @@ FMA_PIPELINE = 3  # 0: the old register double-buffered loop
 # offset folded out of the loop (``int4_gemv._fma_step_fold``, ~20% fewer SASS instructions per
 # weight value: experiments/int4one_sass.py).
 FMA_FOLD = False
+# The pipelined FMA GEMV with x read per nibble position straight from global memory
+# (``int4_gemv._fma_step_xr``: no shared-memory round trip or barrier for x in the loop; needs
+# fewer x elements per step than threads, e.g. 2 groups with 2 warps). Off: under test.
+FMA_XR = False
 FMA_PIPE_BLOCK_N = 32
 FMA_PIPE_K_PER_ITER = 512  # 4 groups of 128: 256 B of each row per step
 FMA_PIPE_PROGRAMS_PER_SM = 3
@@ -446,7 +450,7 @@ def int4_linear_packed(
     elif plan.pipeline:
         asm = USE_ASM_DECODE and not interpreter_enabled()
         reduced = launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm,
-                                   FOLD_OFFSET, FMA_FOLD)  # fmt: skip
+                                   FOLD_OFFSET, FMA_FOLD, FMA_XR)  # fmt: skip
     else:
         _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, x.dtype, upcast)
     if plan.split_k > 1 and not reduced:
