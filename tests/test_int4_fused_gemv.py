@@ -112,3 +112,29 @@ def test_plan_rule_fused_flag(monkeypatch):
     assert (p.split_k, p.fused) == (1, False)
     monkeypatch.setattr(int4_mod, "FMA_PIPE_MIN_STEPS", 1)
     assert Int4Plan.for_shape(1, 1024, 2048, 132).split_k == 4  # 4 groups per split, one step
+
+
+@kernels
+@pytest.mark.parametrize("group", [64, 96, 128])  # 96: 12 words per group, padded to 16 lanes
+@pytest.mark.parametrize(
+    "plan",
+    [
+        Int4Plan(block_m=1, block_n=32, groups_per_iter=2, split_k=3, num_warps=2, pipeline=3,
+                 fused=True),
+        Int4Plan(block_m=1, block_n=16, groups_per_iter=4, split_k=1, num_warps=4, pipeline=3),
+    ],
+    ids=["g2-s3-fused", "g4-s1-w4"],
+)  # fmt: skip
+def test_int4_fma_gemv_x_per_nibble(plan, group, poison, monkeypatch):
+    # FMA_XR: x read per nibble position (``int4_gemv._fma_step_xr``), prefetched one step
+    # ahead: FP64 reference on N = 37 and 7 groups (a partial last step and an empty split),
+    # M = 1 and 3, BF16; a strided x falls back to the shared-memory form (same result)
+    monkeypatch.setattr(int4_mod, "FMA_XR", True)
+    N, K = 37, 7 * group
+    for M in (1, 3):
+        qw = quantize_int4(rand(N, K, dtype=torch.bfloat16, seed=M + group), group)
+        x = rand(M, K, dtype=torch.bfloat16, seed=M + 20)
+        w = qw.dequantize(torch.float32)
+        assert_close(int4_linear(x, qw, plan=plan), int4_linear_ref(x, w), msg=f"M={M} {plan}")
+    xs = torch.stack([x, x], -1).reshape(M, 2 * K)[:, ::2]  # the same values, stride_xk = 2
+    assert_close(int4_linear(xs, qw, plan=plan), int4_linear_ref(x, w), msg=f"strided {plan}")
