@@ -8,7 +8,8 @@ and whether the same change slows any other suite shape. Floors in the same run:
 
 Variants (one string each):
   wg                       the default rule of the commit that runs (plan=None)
-  rule:FLAGS               the rule with module flags set (``F`` FMA_PIPE_FUSED, ``1`` FMA_PIPE_MIN_STEPS=1)
+  rule:NAME                the rule under the module settings PRESETS[NAME] (F: FMA_PIPE_FUSED;
+                           O: the batch-1 rule of session 9)
   f:bn,gpi,split,warps,stages,fused[,flags]  a forced pipelined FMA GEMV plan (batch 1 kernel);
                            flags: f FMA_FOLD (folded decode), x FMA_XR (x per nibble position)
   t:bm,bn,split,warps,stages,fused           a forced tile-kernel plan (mode 0, exact)
@@ -107,16 +108,25 @@ CASES = [
 CHECKS = [(1, 4097, 35 * 128, [_f(32, 4, 4), _f(16, 4, 8, 1), _f(32, 4, 3), _x(32, 2, 3)]),
           (3, 200, 9 * 128, [_f(32, 4, 4), _f(16, 2, 3, 1), _x(64, 2, 2)])]  # fmt: skip
 # the CPU dry run (interpreter): the FMA variants, the rule and tile plans on small weights
-DRY = [(1, 77, 9 * 128, [_f(32, 4, 4), _f(16, 2, 3, 1), _f(32, 4, 4, fold=1), "wg", "rule:F",
+DRY = [(1, 77, 9 * 128, [_f(32, 4, 4), _f(16, 2, 3, 1), _f(32, 4, 4, fold=1), "wg", "rule:F", "rule:O",
                          _x(32, 2, 3)]),
        (2, 40, 3 * 128, [_f(32, 4, 2), "null"])]  # fmt: skip
 
 
-class ModFlags:
-    """Module flags of ``kernels/int4.py`` set for one call (a forced plan's decode options)."""
+# rule:NAME presets: module settings of kernels/int4.py applied while the plan is made and while
+# the call runs. "O" is the batch-1 rule of session 9 (results/20261201-182400-default).
+PRESETS = {
+    "F": dict(FMA_PIPE_FUSED=True),
+    "O": dict(FMA_PIPE_FUSED=False, FMA_XR=False, FMA_FOLD=False, FMA_PIPE_K_PER_ITER=512,
+              FMA_PIPE_BLOCK_N=32, FMA_PIPE_PROGRAMS_PER_SM=3, FMA_PIPE_MIN_STEPS=2),
+}  # fmt: skip
 
-    def __init__(self, fold=False, xr=False):
-        self.vals = dict(FMA_FOLD=bool(fold), FMA_XR=bool(xr))
+
+class Settings:
+    """Module attributes of ``kernels/int4.py`` set inside a ``with`` block (none: no change)."""
+
+    def __init__(self, vals):
+        self.vals = dict(vals)
 
     def __enter__(self):
         self.saved = {a: getattr(i4, a) for a in self.vals}
@@ -128,43 +138,27 @@ class ModFlags:
             setattr(i4, a, v)
 
 
-class Flags:
-    def __init__(self, spec):
-        self.set = {}
-        if "F" in spec:
-            self.set["FMA_PIPE_FUSED"] = True
-        if "1" in spec:
-            self.set["FMA_PIPE_MIN_STEPS"] = 1
-
-    def __enter__(self):
-        self.saved = {a: getattr(i4, a) for a in self.set}
-        for a, v in self.set.items():
-            setattr(i4, a, v)
-
-    def __exit__(self, *exc):
-        for a, v in self.saved.items():
-            setattr(i4, a, v)
-
-
 def plan_of(variant, M, N, K, sm):
+    """(plan, settings): the plan a variant runs and the module settings of its call."""
     kind, _, opt = variant.partition(":")
     if kind == "wg":
-        return i4.Int4Plan.for_shape(M, N, K, sm, GS), (False, False)
+        return i4.Int4Plan.for_shape(M, N, K, sm, GS), {}
     if kind == "rule":
-        with Flags(opt):
-            return i4.Int4Plan.for_shape(M, N, K, sm, GS), (False, False)
+        with Settings(PRESETS[opt]):
+            return i4.Int4Plan.for_shape(M, N, K, sm, GS), PRESETS[opt]
     parts = opt.split(",")
     v = [int(a) for a in parts[:6]]
     if kind == "f":
         bn, gpi, sp, w, st, fused = v[:6]
         fl = parts[6] if len(parts) > 6 else ""
         gpi = min(gpi, triton.next_power_of_2(max(K // GS, 1)))
-        return i4.Int4Plan(block_m=1, block_n=bn, groups_per_iter=gpi, split_k=sp, num_warps=w,
-                           num_stages=1, pipeline=st, fused=bool(fused)), ("f" in fl, "x" in fl)  # fmt: skip
+        plan = i4.Int4Plan(block_m=1, block_n=bn, groups_per_iter=gpi, split_k=sp, num_warps=w,
+                           num_stages=1, pipeline=st, fused=bool(fused))  # fmt: skip
+        return plan, dict(FMA_FOLD="f" in fl, FMA_XR="x" in fl)
     if kind == "t":
         bm, bn, sp, w, st, fused = v
         return i4.Int4Plan(block_m=bm, block_n=bn, split_k=sp, num_warps=w, num_stages=st,
-                           kernel="tile", fused=bool(fused)), (False, False)  # fmt: skip
+                           kernel="tile", fused=bool(fused)), {}  # fmt: skip
     raise ValueError(variant)
 
 
@@ -194,7 +188,7 @@ def make_call(variant, x, qw, N, K, sm, extra):
     explicit = None if variant == "wg" else plan
 
     def call():
-        with ModFlags(*fold):
+        with Settings(fold):
             return i4.int4_linear_packed(x, qw.packed, qw.scales, GS, explicit)
 
     return call, plan
@@ -257,7 +251,7 @@ def run_shape(M, N, K, variants, sm, l2, flush, rounds, timing, recs, log):
                 rec.update(ok=bool(chk.ok), worst=round(chk.worst_ratio, 4))
                 if plan is not None and plan.fused and plan.split_k > 1:
                     plain = dataclasses.replace(plan, fused=False)
-                    with ModFlags(*plan_of(v, M, N, K, sm)[1]):
+                    with Settings(plan_of(v, M, N, K, sm)[1]):
                         o2 = s.poisoned_call(lambda: i4.int4_linear_packed(
                             x, qw.packed, qw.scales, GS, plain))  # fmt: skip
                     o3 = fn()
@@ -337,13 +331,15 @@ def compile_worker(part, nparts, sm):
             if v == "tinygemm":
                 continue
             if v.startswith("read") or v == "null":
-                key, plan, fold = (v,), None, (False, False)
+                key, plan, fold = (v,), None, {}
             else:
                 plan, fold = plan_of(v, M, N, K, sm)
                 kp = plan
                 if plan.kernel == "tile":  # the tile kernel's split is a runtime value
                     kp = dataclasses.replace(plan, split_k=min(plan.split_k, 2))
-                key = (repr(kp), fold, N % 16 == 0, (K // GS) % 16 == 0)
+                xr = fold.get("FMA_XR", i4.FMA_XR) and plan.block_m == 1
+                fl = fold.get("FMA_FOLD", i4.FMA_FOLD) and plan.block_m == 1
+                key = (repr(kp), xr, fl, N % 16 == 0, (K // GS) % 16 == 0)
             if key in seen:
                 continue
             seen.add(key)
@@ -357,7 +353,7 @@ def compile_worker(part, nparts, sm):
                     make_call(v, x, qw, N, K, sm, {})[0]()
                     continue
                 qw, _ = s.weights(256 if N % 16 == 0 else 257, K, 1)
-                with ModFlags(*fold):
+                with Settings(fold):
                     i4.int4_linear_packed(x, qw.packed, qw.scales, GS, plan)
             except Exception as exc:
                 print("compile error", v, M, K, f"{type(exc).__name__}: {str(exc)[:200]}",
