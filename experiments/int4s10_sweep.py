@@ -84,7 +84,7 @@ def _t(bm, bn, split, w=4, st=3, fused=1):
     return f"t:{bm},{bn},{split},{w},{st},{fused}"
 
 
-BASE = ["tinygemm", "wg", "rule:F"]
+BASE = ["tinygemm", "wg", "rule:F", "rule:X32", "rule:X64"]
 CASES = [
     # the latency-bound small weight first: every candidate
     (1, 4096, 4096, BASE + [_f(32, 4, 4, fused=0), _f(32, 4, 2), _f(32, 2, 8), _f(16, 4, 4, 1),
@@ -119,6 +119,9 @@ PRESETS = {
     "F": dict(FMA_PIPE_FUSED=True),
     "O": dict(FMA_PIPE_FUSED=False, FMA_XR=False, FMA_FOLD=False, FMA_PIPE_K_PER_ITER=512,
               FMA_PIPE_BLOCK_N=32, FMA_PIPE_PROGRAMS_PER_SM=3, FMA_PIPE_MIN_STEPS=2),
+    # candidate batch-1 rules: x per nibble position, 2-group steps, 32 / 64 rows, fused split
+    "X32": dict(FMA_PIPE_FUSED=True, FMA_XR=True, FMA_PIPE_K_PER_ITER=256, FMA_PIPE_BLOCK_N=32),
+    "X64": dict(FMA_PIPE_FUSED=True, FMA_XR=True, FMA_PIPE_K_PER_ITER=256, FMA_PIPE_BLOCK_N=64),
 }  # fmt: skip
 
 
