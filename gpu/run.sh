@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# int4s10 GPU round: the batch 1-16 INT4 sweep (experiments/int4s10_sweep.py), then the new
-# fused-GEMV tests on the GPU if time is left. Everything under $OUT.
+# int4s10 GPU round: the batch 1-16 INT4 sweep (experiments/int4s10_sweep.py), then the
+# FMA_XR GEMV tests on the GPU if time is left. Everything under $OUT.
 set -u
 B=${BUDGET:-80}
 T0=$(date +%s)
@@ -13,8 +13,8 @@ GIT_REV=$(cat gpu/rev.txt 2>/dev/null) PYTHONPATH=src timeout -k 3 $((B - 10)) p
 echo "sweep rc=$? at $(( $(date +%s) - T0 )) s"
 LEFT=$(( B - 4 - ($(date +%s) - T0) ))
 if [ "$LEFT" -gt 12 ]; then
-  PYTHONPATH=src timeout -k 2 "$LEFT" python3 -m pytest -q -p no:cacheprovider -k "fused or nibble" \
-    tests/gpu/test_determinism_gpu.py tests/test_int4_fused_gemv.py > "$OUT/pytest_fused.txt" 2>&1
+  PYTHONPATH=src timeout -k 2 "$LEFT" python3 -m pytest -q -p no:cacheprovider -k "nibble" \
+    tests/test_int4_fused_gemv.py > "$OUT/pytest_fused.txt" 2>&1
   echo "pytest rc=$? (left ${LEFT} s)"; tail -n 3 "$OUT/pytest_fused.txt"
 fi
 nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv > "$OUT/nvsmi_after.txt" 2>&1
