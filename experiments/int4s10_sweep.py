@@ -88,8 +88,20 @@ BASE = ["tinygemm", "wg", "rule:XU32", "rule:XU64", "rule:XU64w4"]
 ROUND1 = """round 1 (results/int4s10-h200/round1) ran the fused plans (rule:F, f:...,1) and found the
 in-kernel reduction 1.6-2.2 us slower than the reduction kernel at the three split shapes."""
 CASES = [
-    (1, 4096, 4096, BASE + [_x(32, 2, 8, fused=0), _x(64, 2, 4, fused=0), _x(32, 4, 4, 4, fused=0),
-                            _x(64, 4, 8, 4, fused=0), "null", "read:2"]),
+    (
+        1,
+        4096,
+        4096,
+        BASE
+        + [
+            _x(32, 2, 8, fused=0),
+            _x(64, 2, 4, fused=0),
+            _x(32, 4, 4, 4, fused=0),
+            _x(64, 4, 8, 4, fused=0),
+            "null",
+            "read:2",
+        ],
+    ),
     (1, 28672, 8192, BASE + [_x(32, 2, 2, fused=0), _x(32, 4, 1, 4, fused=0), "read:4"]),
     (1, 8192, 8192, BASE),
     (1, 4096, 14336, BASE),
@@ -257,7 +269,7 @@ def run_shape(M, N, K, variants, sm, l2, flush, rounds, timing, recs, log):
                 if plan is not None and plan.fused and plan.split_k > 1:
                     plain = dataclasses.replace(plan, fused=False)
                     with Settings(plan_of(v, M, N, K, sm)[1]):
-                        o2 = s.poisoned_call(lambda: i4.int4_linear_packed(
+                        o2 = s.poisoned_call(lambda plain=plain: i4.int4_linear_packed(
                             x, qw.packed, qw.scales, GS, plain))  # fmt: skip
                     o3 = fn()
                     rec["same_bits_unfused"] = bool(torch.equal(out, o2))
@@ -303,7 +315,7 @@ def run_shape(M, N, K, variants, sm, l2, flush, rounds, timing, recs, log):
         torch.cuda.synchronize()
         for rec, a, b in evs:
             samples[id(rec)].append(a.elapsed_time(b) * 1e3)
-    for rec, fn, gr, out in graphs:
+    for rec, fn, _gr, out in graphs:
         t = samples[id(rec)]
         rec.update(us_cold=round(pct(t, 0.5), 3), p10=round(pct(t, 0.1), 3),
                    p90=round(pct(t, 0.9), 3), n=len(t))  # fmt: skip
@@ -403,7 +415,7 @@ def main():
         compile_worker(args.part, args.nparts, sm)
         return
     os.makedirs(args.out, exist_ok=True)
-    logf = open(os.path.join(args.out, f"{args.tag}_log.txt"), "a")
+    logf = open(os.path.join(args.out, f"{args.tag}_log.txt"), "a")  # noqa: SIM115
 
     def log(msg):
         print(msg, flush=True)
@@ -449,7 +461,9 @@ def main():
             break
         ts = time.time()
         run_shape(M, N, K, vs, sm, l2, (rbuf, scal), args.rounds, True, recs, log)
-        log(f"{M}x{N}x{K}: {len(vs)} variants {time.time() - ts:.1f} s (at {time.time() - t0:.0f} s)")
+        log(
+            f"{M}x{N}x{K}: {len(vs)} variants {time.time() - ts:.1f} s (at {time.time() - t0:.0f} s)"
+        )
         save()
         torch.cuda.empty_cache()
     bad = [r for r in recs if r["variant"] != "tinygemm" and (

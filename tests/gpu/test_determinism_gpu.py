@@ -142,8 +142,15 @@ def test_gemm_backward_bit_identical():
         # the batch-1 FMA GEMV with the split-K reduced inside the kernel (per-block counters)
         (
             1,
-            Int4Plan(block_m=1, block_n=32, groups_per_iter=4, split_k=4, num_warps=2, pipeline=3,
-                     fused=True),
+            Int4Plan(
+                block_m=1,
+                block_n=32,
+                groups_per_iter=4,
+                split_k=4,
+                num_warps=2,
+                pipeline=3,
+                fused=True,
+            ),
         ),
     ],
     ids=[

@@ -98,7 +98,9 @@ def _fma_step_xr(b, xs, sc, magic):
     t += _nib(w, 0xF0000, magic, 8912896.0) * (xs[4].to(tl.float32) * 1.52587890625e-05)[None, :, :]
     t += _nib(wh, 0xF00, magic, 8390656.0) * (xs[5].to(tl.float32) * 0.00390625)[None, :, :]
     t += _nib(wh, 0xF000, magic, 8421376.0) * (xs[6].to(tl.float32) * 0.000244140625)[None, :, :]
-    t += _nib(wh, 0xF0000, magic, 8912896.0) * (xs[7].to(tl.float32) * 1.52587890625e-05)[None, :, :]
+    t += (
+        _nib(wh, 0xF0000, magic, 8912896.0) * (xs[7].to(tl.float32) * 1.52587890625e-05)[None, :, :]
+    )
     p = tl.sum(t, axis=2)  # [BN, GPI]
     return tl.sum(p * sc.to(tl.float32), axis=1)
 
