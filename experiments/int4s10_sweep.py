@@ -49,6 +49,7 @@ import int4s_sweep as s  # noqa: E402  (weights, FP64 reference, poisoned call)
 from graph_timer import l2_bytes  # noqa: E402
 
 from warpgauge.kernels import int4 as i4  # noqa: E402
+from warpgauge.kernels import int4_tile  # noqa: E402
 from warpgauge.reference import compare  # noqa: E402
 
 DEV = s.DEV  # INT4S_DEVICE=cpu with TRITON_INTERPRET=1: the checks alone, on small shapes
@@ -87,7 +88,7 @@ def _t(bm, bn, split, w=4, st=3, fused=1):
 BASE = ["tinygemm", "wg", "rule:XU32", "rule:XU64", "rule:XU64w4"]
 ROUND1 = """round 1 (results/int4s10-h200/round1) ran the fused plans (rule:F, f:...,1) and found the
 in-kernel reduction 1.6-2.2 us slower than the reduction kernel at the three split shapes."""
-CASES = [
+CASES_R2 = [
     (
         1,
         4096,
@@ -112,14 +113,32 @@ CASES = [
     (4, 28672, 8192, ["tinygemm", "wg"]),
     (16, 28672, 8192, ["tinygemm", "wg"]),
 ]
+# round 3: the rule change for batch 2-16 on weights under 2^25 values (the tile kernel's GEMV
+# form with the reduction kernel, int4_tile.SMALL_WEIGHT_FUSED = False) against the old rule
+# (rule:TF, fused) and tinygemm; batch 1 (unchanged) as the control
+TSMALL = ["tinygemm", "wg", "rule:TF"]
+CASES_R3 = [
+    (1, 4096, 4096, ["tinygemm", "wg"]),
+    (2, 4096, 4096, TSMALL),
+    (4, 4096, 4096, TSMALL),
+    (8, 4096, 4096, TSMALL),
+    (16, 4096, 4096, TSMALL),
+    (4, 2048, 8192, TSMALL),
+    (16, 8192, 2048, TSMALL),
+    (4, 3072, 3072, TSMALL),
+]
+SETS = {"r2": CASES_R2, "r3": CASES_R3}
+CASES = CASES_R3
 # correctness only (not timed): odd N (a wrapped last block), a group count that neither the step
 # nor the split divides, batch 3 (one program row per x row)
-CHECKS = [(1, 4097, 35 * 128, [_x(32, 2, 3, fused=0), _x(64, 4, 2, 4, fused=0), _x(32, 2, 1, fused=0)]),
+CHECKS_R2 = [(1, 4097, 35 * 128, [_x(32, 2, 3, fused=0), _x(64, 4, 2, 4, fused=0), _x(32, 2, 1, fused=0)]),
           (3, 200, 9 * 128, [_x(64, 2, 2, fused=0), _x(32, 2, 1, fused=0)])]  # fmt: skip
+CHECKS_R3 = [(3, 200, 9 * 128, ["wg"]), (5, 4097, 35 * 128, ["wg"]), (16, 4097, 35 * 128, ["wg"])]
+CHECKS = CHECKS_R3
 # the CPU dry run (interpreter): the FMA variants, the rule and tile plans on small weights
 DRY = [(1, 77, 9 * 128, [_f(32, 4, 4), _f(16, 2, 3, 1), _f(32, 4, 4, fold=1), "wg", "rule:F", "rule:O",
                          _x(32, 2, 3)]),
-       (2, 40, 3 * 128, [_f(32, 4, 2), "null"])]  # fmt: skip
+       (2, 40, 3 * 128, [_f(32, 4, 2), "null"]), (3, 200, 9 * 128, ["wg", "rule:TF"])]  # fmt: skip
 
 
 # rule:NAME presets: module settings of kernels/int4.py applied while the plan is made and while
@@ -136,6 +155,8 @@ PRESETS = {
     "XU32": dict(FMA_XR=True, FMA_PIPE_K_PER_ITER=256, FMA_PIPE_BLOCK_N=32),
     "XU64": dict(FMA_XR=True, FMA_PIPE_K_PER_ITER=256, FMA_PIPE_BLOCK_N=64),
     "XU64w4": dict(FMA_XR=True, FMA_PIPE_K_PER_ITER=512, FMA_PIPE_BLOCK_N=64, FMA_NUM_WARPS=4),
+    # round 3: the batch 2-16 small-weight rule before int4s10 (the tile kernel's fused reduction)
+    "TF": {"tile.SMALL_WEIGHT_FUSED": True},
 }  # fmt: skip
 
 
@@ -145,14 +166,18 @@ class Settings:
     def __init__(self, vals):
         self.vals = dict(vals)
 
+    @staticmethod
+    def _where(a):  # "tile.NAME": an attribute of kernels/int4_tile.py, else of kernels/int4.py
+        return (int4_tile, a[5:]) if a.startswith("tile.") else (i4, a)
+
     def __enter__(self):
-        self.saved = {a: getattr(i4, a) for a in self.vals}
+        self.saved = {a: getattr(*self._where(a)) for a in self.vals}
         for a, v in self.vals.items():
-            setattr(i4, a, v)
+            setattr(*self._where(a), v)
 
     def __exit__(self, *exc):
         for a, v in self.saved.items():
-            setattr(i4, a, v)
+            setattr(*self._where(a), v)
 
 
 def plan_of(variant, M, N, K, sm):
@@ -407,10 +432,13 @@ def main():
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--tag", default="int4s10")
+    ap.add_argument("--set", default="r3", choices=sorted(SETS))
     args = ap.parse_args()
     t0 = time.time()
     cuda = DEV == "cuda"
     sm = torch.cuda.get_device_properties(0).multi_processor_count if cuda else 132
+    global CASES, CHECKS
+    CASES, CHECKS = SETS[args.set], {"r2": CHECKS_R2, "r3": CHECKS_R3}[args.set]
     if args.part >= 0:
         compile_worker(args.part, args.nparts, sm)
         return
@@ -429,7 +457,7 @@ def main():
         t = time.time()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--part", str(i),
-                                   "--nparts", str(args.workers)], env=env)
+                                   "--nparts", str(args.workers), "--set", args.set], env=env)
                  for i in range(args.workers)]  # fmt: skip
         for pr in procs:
             try:
