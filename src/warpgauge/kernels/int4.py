@@ -28,7 +28,9 @@ Paths (chosen by :class:`Int4Plan`; tests can force any of them with ``plan=``)
 - **Split-K** (``split_k > 1``, any of the above): ``split_k`` programs per output tile each take a
   contiguous range of groups and write FP32 partials ``[split_k, M, N]``; a second kernel adds them
   in the fixed order ``0, 1, ..., split_k - 1`` and rounds once. No atomics: bit-identical run to
-  run. The partials are the only scratch memory.
+  run. The partials are the only scratch memory. (``fused`` plans add them in the same order in
+  the kernel's last split per tile, with an int32 counter per tile: the same bits, one launch
+  less, but slower on the H200 where measured: ``results/int4s10-h200/``.)
 
 ``int4_linear_grad_input(grad_out, W)`` computes ``grad_out @ W`` (frozen-weight adapter training)
 with the same on-the-fly dequantization. There the scale varies along the reduction (over N), so it
@@ -211,7 +213,8 @@ class Int4Plan:
     kernel: "mm" (the kernels of ``int4_kernels`` / ``int4_gemv``) or "tile" (``int4_tile``:
         pipelined group loop, the GEMV form for block_m 16, x permuted once for larger tiles).
     mode, fused, tma: tile kernel only: 0 exact q / 1 exact hi + lo / 2 the weight rounded to x's
-        dtype (not the INT4 contract); split-K reduced inside the kernel; TMA loads (block_m > 16).
+        dtype (not the INT4 contract); split-K reduced inside the kernel (also the pipelined FMA
+        GEMV, block_m 1: measured slower, ``FMA_PIPE_FUSED``); TMA loads (block_m > 16).
     """
 
     block_m: int
