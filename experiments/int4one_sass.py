@@ -23,12 +23,13 @@ def main():
     bn, gpi, w, st = (int(kv.get(k, d)) for k, d in (("bn", 32), ("gpi", 4), ("w", 2), ("st", 3)))
     for fold in (int(f) for f in kv.get("fold", "0,1").split(",")):
         sig = {"x_ptr": f"*{dt}", "w_ptr": "*i32", "s_ptr": f"*{dt}", "y_ptr": f"*{dt}",
-               "part_ptr": "*fp32"}  # fmt: skip
+               "part_ptr": "*fp32", "cnt_ptr": "*i32"}  # fmt: skip
         for k in ("M", "N", "K", "magic", "stride_xm", "stride_xk", "stride_wn", "stride_sn",
                   "stride_ym", "stride_yn"):  # fmt: skip
             sig[k] = "i32"
         const = dict(GROUP=128, WPAD=16, BLOCK_N=bn, GPI=gpi, SPLIT_K=int(kv.get("split", 1)),
-                     STAGES=st, FOLD=bool(fold), stride_xk=1, stride_yn=1)  # fmt: skip
+                     STAGES=st, FOLD=bool(fold), FUSED=bool(int(kv.get("fused", 0))),
+                     stride_xk=1, stride_yn=1)  # fmt: skip
         out = compile_kernel(
             g._int4_gemv_pipe_kernel,
             sig,

@@ -139,6 +139,19 @@ def test_gemm_backward_bit_identical():
             8,
             Int4Plan(block_m=16, block_n=64, groups_per_iter=2, split_k=4, num_warps=4, pipeline=3),
         ),
+        # the batch-1 FMA GEMV with the split-K reduced inside the kernel (per-block counters)
+        (
+            1,
+            Int4Plan(
+                block_m=1,
+                block_n=32,
+                groups_per_iter=4,
+                split_k=4,
+                num_warps=2,
+                pipeline=3,
+                fused=True,
+            ),
+        ),
     ],
     ids=[
         "default-b1",
@@ -147,6 +160,7 @@ def test_gemm_backward_bit_identical():
         "tiled-split4",
         "pipe-fma-split4",
         "pipe-dot-split4",
+        "pipe-fma-split4-fused",
     ],
 )
 def test_int4_split_k_bit_identical(M, plan):

@@ -28,7 +28,9 @@ Paths (chosen by :class:`Int4Plan`; tests can force any of them with ``plan=``)
 - **Split-K** (``split_k > 1``, any of the above): ``split_k`` programs per output tile each take a
   contiguous range of groups and write FP32 partials ``[split_k, M, N]``; a second kernel adds them
   in the fixed order ``0, 1, ..., split_k - 1`` and rounds once. No atomics: bit-identical run to
-  run. The partials are the only scratch memory.
+  run. The partials are the only scratch memory. (``fused`` plans add them in the same order in
+  the kernel's last split per tile, with an int32 counter per tile: the same bits, one launch
+  less, but slower on the H200 where measured: ``results/int4s10-h200/``.)
 
 ``int4_linear_grad_input(grad_out, W)`` computes ``grad_out @ W`` (frozen-weight adapter training)
 with the same on-the-fly dequantization. There the scale varies along the reduction (over N), so it
@@ -124,9 +126,18 @@ FMA_PIPELINE = 3  # 0: the old register double-buffered loop
 # offset folded out of the loop (``int4_gemv._fma_step_fold``, ~20% fewer SASS instructions per
 # weight value: experiments/int4one_sass.py).
 FMA_FOLD = False
+# The pipelined FMA GEMV with x read per nibble position straight from global memory
+# (``int4_gemv._fma_step_xr``: no shared-memory round trip or barrier for x in the loop; needs
+# fewer x elements per step than threads, e.g. 2 groups with 2 warps). Off: under test.
+FMA_XR = False
 FMA_PIPE_BLOCK_N = 32
 FMA_PIPE_K_PER_ITER = 512  # 4 groups of 128: 256 B of each row per step
 FMA_PIPE_PROGRAMS_PER_SM = 3
+# The pipelined FMA GEMV's split-K: reduced inside the kernel (the last split of each output
+# block adds the partials in the fixed order, as int4_tile's fused plans; one launch) and the
+# fewest steps per split the rule allows.
+FMA_PIPE_FUSED = False
+FMA_PIPE_MIN_STEPS = 2
 # The tensor-core GEMV (2 <= M <= 16): 256 rows x 4 warps per program, split K to the smallest
 # power of two that gives >= 1.5 programs per SM, down to 2 groups per split. On the H200
 # (results/int4-gemv-h200/r1.json, batch 4, us at 112-128 / 224-256 / 448-512 programs):
@@ -202,7 +213,8 @@ class Int4Plan:
     kernel: "mm" (the kernels of ``int4_kernels`` / ``int4_gemv``) or "tile" (``int4_tile``:
         pipelined group loop, the GEMV form for block_m 16, x permuted once for larger tiles).
     mode, fused, tma: tile kernel only: 0 exact q / 1 exact hi + lo / 2 the weight rounded to x's
-        dtype (not the INT4 contract); split-K reduced inside the kernel; TMA loads (block_m > 16).
+        dtype (not the INT4 contract); split-K reduced inside the kernel (also the pipelined FMA
+        GEMV, block_m 1: measured slower, ``FMA_PIPE_FUSED``); TMA loads (block_m > 16).
     """
 
     block_m: int
@@ -307,8 +319,9 @@ class Int4Plan:
             per_sm, min_groups, max_split = (
                 GEMV_DOT_PROGRAMS_PER_SM, GEMV_DOT_MIN_GROUPS_PER_SPLIT, GEMV_DOT_MAX_SPLIT_K
             )  # fmt: skip
-        elif plan["block_m"] == 1 and FMA_PIPELINE:  # >= 2 steps per split
-            per_sm, min_groups, max_split = FMA_PIPE_PROGRAMS_PER_SM, 2 * gpi, MAX_SPLIT_K
+        elif plan["block_m"] == 1 and FMA_PIPELINE:  # >= FMA_PIPE_MIN_STEPS steps per split
+            per_sm, min_groups = FMA_PIPE_PROGRAMS_PER_SM, FMA_PIPE_MIN_STEPS * gpi
+            max_split = MAX_SPLIT_K
         elif plan["block_m"] == 1:
             per_sm, min_groups, max_split = GEMV_PROGRAMS_PER_SM, MIN_GROUPS_PER_SPLIT, MAX_SPLIT_K
         else:
@@ -323,6 +336,8 @@ class Int4Plan:
             tiles = triton.cdiv(N, bn) * triton.cdiv(max(M, 1), 16)
             plan["block_n"] = bn
             split = _split(tiles, sm_count, per_sm, n_groups, min_groups, max_split)
+        if plan["block_m"] == 1 and plan["pipeline"] and split > 1 and FMA_PIPE_FUSED:
+            plan["fused"] = True
         return cls(**tile_rule(dict(plan, split_k=split), M, N, K, sm_count, group_size))
 
 
@@ -437,8 +452,8 @@ def int4_linear_packed(
         reduced = launch_tile(plan, grid, x2, packed, scales, y, part, group_size, upcast, asm)
     elif plan.pipeline:
         asm = USE_ASM_DECODE and not interpreter_enabled()
-        launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm, FOLD_OFFSET,
-                         FMA_FOLD)  # fmt: skip
+        reduced = launch_pipelined(plan, grid, x2, w, scales, y, part, group_size, upcast, asm,
+                                   FOLD_OFFSET, FMA_FOLD, FMA_XR)  # fmt: skip
     else:
         _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, x.dtype, upcast)
     if plan.split_k > 1 and not reduced:

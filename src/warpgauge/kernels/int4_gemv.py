@@ -17,7 +17,8 @@ import triton
 import triton.language as tl
 
 from ._launch import launch
-from .int4_kernels import _MAGIC_F32, _XOR8, _dequant_halves, _fma_step, _fold_offset
+from .int4_kernels import _MAGIC_F32, _XOR8, _dequant_halves, _fma_step, _fold_offset, _nib
+from .int4_tile import _counters, _tracing, fused_ok
 
 _MAGIC_ONE = 0x3F800000  # 1.0 in FP32: the magic of the folded decode (``_fma_step_fold``)
 
@@ -72,14 +73,50 @@ def _fma_step_fold(b, xv, sc, one, GPI: tl.constexpr, WPAD: tl.constexpr):
     return tl.sum(p * sc.to(tl.float32), axis=1)
 
 
+@triton.jit
+def _xr_load(x_ptrs, mask):
+    """x[k = 8w + i] for the 8 nibble positions i, each a [GPI, WPAD] tensor (``XR``)."""
+    return (tl.load(x_ptrs, mask=mask, other=0.0), tl.load(x_ptrs + 1, mask=mask, other=0.0),
+            tl.load(x_ptrs + 2, mask=mask, other=0.0), tl.load(x_ptrs + 3, mask=mask, other=0.0),
+            tl.load(x_ptrs + 4, mask=mask, other=0.0), tl.load(x_ptrs + 5, mask=mask, other=0.0),
+            tl.load(x_ptrs + 6, mask=mask, other=0.0), tl.load(x_ptrs + 7, mask=mask, other=0.0))  # fmt: skip
+
+
+@triton.jit
+def _fma_step_xr(b, xs, sc, magic):
+    """``_fma_step`` with x given per nibble position (``_xr_load``: [GPI, WPAD] tensors read
+    straight from global memory, L1 / L2: x is small and every program reads it). Tensors with
+    fewer elements than the program has threads are loaded by Triton in the layout their use
+    needs, so x meets the weight words without the shared-memory round trips and barriers of
+    ``_fma_step`` (which converts 8 x pieces per step). Same products as ``_fma_step``."""
+    w = b ^ _XOR8
+    wh = w >> 12
+    t = _nib(w, 0xF, magic, 8388616.0) * xs[0].to(tl.float32)[None, :, :]
+    t += _nib(w, 0xF0, magic, 8388736.0) * (xs[1].to(tl.float32) * 0.0625)[None, :, :]
+    t += _nib(w, 0xF00, magic, 8390656.0) * (xs[2].to(tl.float32) * 0.00390625)[None, :, :]
+    t += _nib(w, 0xF000, magic, 8421376.0) * (xs[3].to(tl.float32) * 0.000244140625)[None, :, :]
+    t += _nib(w, 0xF0000, magic, 8912896.0) * (xs[4].to(tl.float32) * 1.52587890625e-05)[None, :, :]
+    t += _nib(wh, 0xF00, magic, 8390656.0) * (xs[5].to(tl.float32) * 0.00390625)[None, :, :]
+    t += _nib(wh, 0xF000, magic, 8421376.0) * (xs[6].to(tl.float32) * 0.000244140625)[None, :, :]
+    t += (
+        _nib(wh, 0xF0000, magic, 8912896.0) * (xs[7].to(tl.float32) * 1.52587890625e-05)[None, :, :]
+    )
+    p = tl.sum(t, axis=2)  # [BN, GPI]
+    return tl.sum(p * sc.to(tl.float32), axis=1)
+
+
 @triton.jit(do_not_specialize=["M", "magic"])
-def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
+def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, cnt_ptr, M, N, K, magic,
                            stride_xm, stride_xk, stride_wn, stride_sn, stride_ym, stride_yn,
                            GROUP: tl.constexpr, WPAD: tl.constexpr, BLOCK_N: tl.constexpr,
                            GPI: tl.constexpr, SPLIT_K: tl.constexpr, STAGES: tl.constexpr,
-                           FOLD: tl.constexpr = False):  # fmt: skip
+                           FOLD: tl.constexpr = False, FUSED: tl.constexpr = False,
+                           XR: tl.constexpr = False):  # fmt: skip
     # FOLD: the folded decode ``_fma_step_fold`` (magic 1.0), else the exact one (``_fma_step``,
-    # magic 2**23).
+    # magic 2**23). FUSED (SPLIT_K > 1): the last split of each output block to finish (an int32
+    # counter per block in cnt_ptr, reset by that program) adds the partials in the fixed order
+    # 0 .. SPLIT_K - 1 and stores y: the additions of ``_splitk_reduce_kernel`` in its order
+    # (the same bits), one launch less; as ``int4_tile``'s FUSED.
     # I/O (compulsory): read packed N*K/2 B (as int32 words) + scales N*K/GROUP + x K per row,
     # write y M*N; SPLIT_K > 1 also writes SPLIT_K*M*N FP32 partials. FLOPs 2*M*N*K.
     pid = tl.program_id(0)
@@ -103,6 +140,7 @@ def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
     s_base = s_ptr + rows[:, None] * stride_sn + gi[None, :]
     koff = gi[:, None, None] * GROUP + wi[None, :, None] * 8 + ei[None, None, :]
     x_base = x_ptr + pid_m.to(tl.int64) * stride_xm + koff.to(tl.int64) * stride_xk
+    xr_base = x_ptr + pid_m.to(tl.int64) * stride_xm + (gi[:, None] * GROUP + wi[None, :] * 8)
     pos = ei - 3 * (ei >= 5).to(tl.int32)
     xscale = ((127 - 4 * pos) << 23).to(tl.float32, bitcast=True)  # 2**(-4p), built exactly
     acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
@@ -110,10 +148,17 @@ def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
     # synchronous: they are prefetched by hand, one step ahead, in registers.
     g_lim = tl.minimum(it_end * GPI, n_groups)  # this split's groups end here
     sc_nx = tl.load(s_base + it_start * GPI, mask=(it_start * GPI + gi < g_lim)[None, :], other=0.0)
+    wlane = (wi < WORDS)[None, :]
+    if XR:  # x per nibble position, prefetched by hand one step ahead (2-byte loads)
+        xr_nx = _xr_load(xr_base + it_start * GPI * GROUP,
+                         (it_start * GPI + gi < g_lim)[:, None] & wlane)  # fmt: skip
     for it in tl.range(it_start, it_end, num_stages=STAGES):
         g0 = it * GPI
         sc = sc_nx
         sc_nx = tl.load(s_base + g0 + GPI, mask=(g0 + GPI + gi < g_lim)[None, :], other=0.0)
+        if XR:
+            xr = xr_nx
+            xr_nx = _xr_load(xr_base + (g0 + GPI) * GROUP, (g0 + GPI + gi < g_lim)[:, None] & wlane)
         gmask = (g0 + gi) < n_groups
         if WPAD == WORDS:
             wmask = gmask[None, :, None]
@@ -122,18 +167,32 @@ def _int4_gemv_pipe_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K, magic,
             wmask = gmask[None, :, None] & (wi < WORDS)[None, None, :]
             xmask = gmask[:, None, None] & (wi < WORDS)[None, :, None]
         b = tl.load(w_base + g0 * WORDS, mask=wmask, other=0)
-        xv = tl.load(x_base + (g0 * GROUP).to(tl.int64) * stride_xk, mask=xmask, other=0.0)
-        if FOLD:
+        if XR:  # stride_xk == 1 (the launcher passes XR only then)
+            acc += _fma_step_xr(b, xr, sc, magic)
+        elif FOLD:
+            xv = tl.load(x_base + (g0 * GROUP).to(tl.int64) * stride_xk, mask=xmask, other=0.0)
             acc += _fma_step_fold(b, xv, sc, magic, GPI, WPAD)
         else:
+            xv = tl.load(x_base + (g0 * GROUP).to(tl.int64) * stride_xk, mask=xmask, other=0.0)
             acc += _fma_step(b, xv, sc, xscale, magic, GPI, WPAD)
     n_mask = offs_n < N
     if SPLIT_K == 1:
         y_ptrs = y_ptr + pid_m.to(tl.int64) * stride_ym + offs_n.to(tl.int64) * stride_yn
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
     else:
-        p_ptrs = part_ptr + (pid_k * M + pid_m).to(tl.int64) * N + offs_n
-        tl.store(p_ptrs, acc, mask=n_mask)
+        p_row = part_ptr + pid_m.to(tl.int64) * N + offs_n  # split 0's partials of this block
+        tl.store(p_row + (pid_k * M).to(tl.int64) * N, acc, mask=n_mask)
+        if FUSED:
+            tl.debug_barrier()  # every thread's partial is stored before the counter moves
+            done = tl.atomic_add(cnt_ptr + pid, 1, sem="acq_rel", scope="gpu")
+            if done == SPLIT_K - 1:  # the last split of this block: reduce in the fixed order
+                out = tl.load(p_row, mask=n_mask, other=0.0, cache_modifier=".cg")
+                for s in tl.static_range(1, SPLIT_K):
+                    out += tl.load(p_row + (s * M).to(tl.int64) * N, mask=n_mask, other=0.0,
+                                   cache_modifier=".cg")  # fmt: skip
+                y_ptrs = y_ptr + pid_m.to(tl.int64) * stride_ym + offs_n.to(tl.int64) * stride_yn
+                tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=n_mask)
+                tl.atomic_xchg(cnt_ptr + pid, 0)  # ready for the next call
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -237,12 +296,14 @@ def _int4_gemv_dot_kernel(x_ptr, w_ptr, s_ptr, y_ptr, part_ptr, M, N, K,
 
 
 def launch_pipelined(
-    plan, grid, x2, w, scales, y, part, group_size, upcast, asm, fold, fma_fold=False
-):
+    plan, grid, x2, w, scales, y, part, group_size, upcast, asm, fold, fma_fold=False, xr=False
+) -> bool:
     """Launch the pipelined GEMV of ``plan`` (``plan.pipeline >= 2``; ``int4.int4_linear_packed``
     has checked the operands, sliced x into rows and viewed the weight as int32 words for
     ``block_m == 1``). ``asm`` / ``fold``: the tensor-core GEMV's PTX decode and offset fold;
-    ``fma_fold``: the FMA GEMV's folded decode."""
+    ``fma_fold``: the FMA GEMV's folded decode; ``xr``: its x read per nibble position
+    (``_fma_step_xr``; unit-stride x, exact decode only). Returns whether the kernel reduced the split-K
+    partials itself (``plan.fused``, FMA GEMV; else the caller launches the reduction)."""
     M, K = x2.shape
     N = y.shape[1]
     strides = (x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1))
@@ -257,6 +318,11 @@ def launch_pipelined(
                **common)  # fmt: skip
     else:
         magic = _MAGIC_ONE if fma_fold else _MAGIC_F32
-        launch(_int4_gemv_pipe_kernel, grid, x2, w, scales, y, part, M, N, K, magic, *strides,
-               WPAD=triton.next_power_of_2(max(group_size // 8, 1)), FOLD=bool(fma_fold),
+        fused = plan.split_k > 1 and plan.fused and fused_ok(grid[0])
+        cnt = _counters(x2.device, grid[0], _tracing(x2)) if fused else part
+        launch(_int4_gemv_pipe_kernel, grid, x2, w, scales, y, part, cnt, M, N, K, magic,
+               *strides, WPAD=triton.next_power_of_2(max(group_size // 8, 1)),
+               FOLD=bool(fma_fold), FUSED=fused, XR=bool(xr) and x2.stride(1) == 1 and not fma_fold,
                **common)  # fmt: skip
+        return fused
+    return False

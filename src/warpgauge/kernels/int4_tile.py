@@ -213,8 +213,11 @@ def check_tile_fields(plan) -> None:
             f"tma=True (x and the packed weight through TMA descriptors) needs kernel='tile' "
             f"and block_m > 16, got kernel={plan.kernel!r}, block_m={plan.block_m}"
         )
-    if plan.fused and plan.kernel != "tile":
-        raise ValueError("fused=True (the split-K reduction in the kernel) needs kernel='tile'")
+    if plan.fused and plan.kernel != "tile" and not (plan.block_m == 1 and plan.pipeline):
+        raise ValueError(
+            "fused=True (the split-K reduction in the kernel) needs kernel='tile' or the "
+            "pipelined FMA GEMV (block_m=1, pipeline >= 2)"
+        )
 
 
 def permute_x(x2: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -286,12 +289,18 @@ def launch_tile(plan, grid, x2, packed, scales, y, part, group_size, upcast, asm
 # The batch >= 2 rule (Int4Plan.for_shape calls it with the plan of the mm-kernel rule). Every
 # threshold is from one H200 sweep, results/int4big-h200/int4big.json (cold us; "old" is the
 # mm-kernel rule, the plan this function receives). Splits come from the SM count, never a list.
-# Below SMALL_WEIGHT (N * K < 2^25, e.g. 4096 x 4096) fixed per-call costs decide: one launch
-# less pays (the fused reduction), the x permutation's copy does not.
+# Below SMALL_WEIGHT (N * K < 2^25, e.g. 4096 x 4096) fixed per-call costs decide: the x
+# permutation's copy does not pay, and neither (measured again in int4s10) does the fused reduction.
 SMALL_WEIGHT = 1 << 25
-# 2 <= M <= 16, N * K < SMALL_WEIGHT: the GEMV form with the old rule's tile and split and the
-# fused reduction: 4096^2 batch 2 / 4 / 8 / 16 (128 rows, split 8) 12.5 / 12.5 / 12.4 / 12.9
-# against 12.6 / 13.5 / 13.6 / 13.5 (unfused: batch 4 / 16 13.1 / 13.2). Larger weights keep the
+SMALL_WEIGHT_FUSED = False
+# 2 <= M <= 16, N * K < SMALL_WEIGHT: the GEMV form with the old rule's tile and split, the
+# split-K reduced by the reduction kernel (SMALL_WEIGHT_FUSED). int4big measured the fused
+# reduction faster: 4096^2 batch 2 / 4 / 8 / 16 (128 rows, split 8) 12.5 / 12.5 / 12.4 / 12.9
+# against 12.6 / 13.5 / 13.6 / 13.5 for the mm kernel (unfused: batch 4 / 16 13.1 / 13.2), in a
+# cold lane whose flush left dirty lines in L2. With a clean flush (a write, then a read of 2x L2;
+# results/int4s10-h200/round2) the unfused tile kernel was faster: batch 4 12.99 against 12.90
+# for 64 rows x 2 warps and 13.41 fused, batch 16 13.06 against 14.11 fused; the batch-1 GEMV's
+# in-kernel reduction lost by 1.6-2.2 us there too (round1). Larger weights keep the
 # mm kernel: there the fused reduction cost 0.1-1.2 us (8192^2, 14336x4096; 1.1-2.7 us at split 16,
 # 4096x14336) and the unfused GEMV form was within 1-3.5% of the mm kernel (25.3 / 25.5 / 22.4 /
 # 22.8 against 25.6 / 25.8 / 22.9 / 23.6 at batch 4 / 16), measured at only 4 of its 17 points.
@@ -327,7 +336,7 @@ def tile_rule(fields: dict, M: int, N: int, K: int, sm_count: int, group_size: i
         return fields
     small = N * K < SMALL_WEIGHT
     if M <= 16:
-        return dict(fields, kernel="tile", fused=True) if small else fields
+        return dict(fields, kernel="tile", fused=SMALL_WEIGHT_FUSED) if small else fields
     n_groups = max(K // group_size, 1)
     n_cap = max(16, triton.next_power_of_2(N))
     if M <= 64 and not small:
