@@ -438,7 +438,8 @@ case "${1:-}" in
     # over every plan the sanitizer driver forces (session 9's kernels among them)
     install_peers
     [ "${HOST:-1}" = 1 ] && bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
-    [ "${FWDBWD:-1}" = 1 ] && bench_part fwd-bwd-gemm "${FWDBWD_S:-130}" --mode fwd_bwd \
+    # the gemm training steps only on request (FWDBWD_GEMM=1): no GEMM kernel changed in session 10
+    [ "${FWDBWD_GEMM:-0}" = 1 ] && bench_part fwd-bwd-gemm "${FWDBWD_S:-130}" --mode fwd_bwd \
       --ops gemm --skip 'compile*' --max-minutes "${FWDBWD_MIN:-1.6}"
     [ "${FWDBWD:-1}" = 1 ] && bench_part fwd-bwd-rows 100 --mode fwd_bwd --quick \
       --ops softmax,add_rms_norm --max-minutes 1.2
@@ -452,6 +453,7 @@ case "${1:-}" in
     lane training $P tests/gpu/test_training_gpu.py
     lane hardening $P tests/gpu/test_determinism_gpu.py tests/gpu/test_indexing_gpu.py
     lane memcheck env SANITIZE_TIMEOUT=$(( ${LANE_S:-170} - 10 )) bash scripts/sanitize.sh "$d/san" memcheck
+    lane properties $P tests/gpu/test_properties_gpu.py
     wait
     for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
     grep -h "ERROR SUMMARY\|cases passed" "$d"/san/*.log 2>/dev/null
