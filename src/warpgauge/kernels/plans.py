@@ -261,6 +261,10 @@ class RowPlan:
       range fix-ups (the kernels were issue-bound: ~24 instructions per element in the looped
       cooperative kernel on sm_90); cooperative plans also publish their statistics with a
       relaxed atomic (no memory barrier).
+    - ``hold_x``: register cooperative softmax with ``fast_exp``; hold the chunk as loaded
+      (16-bit: half the registers) across the exchange and compute its exps again after it.
+    - ``nap``: cooperative softmax; nanoseconds of ``nanosleep`` between polls of the slots.
+    - ``maxnreg``: cooperative plans; a register cap for ptxas (0: none), for more programs per SM.
     """
 
     kind: str  # "resident" | "looped" | "split"
@@ -278,6 +282,9 @@ class RowPlan:
     w_early: bool = False
     fma_exp: int = 0
     fast_exp: bool = False
+    hold_x: bool = False
+    nap: int = 0
+    maxnreg: int = 0
 
     def __post_init__(self):
         if self.kind not in ("resident", "looped", "split", "coop"):
@@ -311,6 +318,8 @@ class RowPlan:
             raise ValueError(
                 f"fast_exp needs a coop plan or a persistent resident one, got a {self.kind} plan"
             )
+        if self.hold_x and not (self.kind == "coop" and self.fast_exp and not self.sub):
+            raise ValueError("hold_x needs a register coop plan (no sub) with fast_exp")
         if not 0 <= self.stages <= 8:
             raise ValueError(f"stages must be 0 (no pipelining) to 8, got {self.stages}")
         if self.num_warps not in (1, 2, 4, 8, 16, 32):
@@ -388,13 +397,16 @@ class RowPlan:
         evict: bool = False,
         fma_exp: int = 0,
         fast_exp: bool = False,
+        hold_x: bool = False,
+        nap: int = 0,
+        maxnreg: int = 0,
     ) -> RowPlan:
         """Cooperative split: ``block``-wide chunks of a row, one program each, the chunk held
         in registers while the row's statistics are exchanged through global memory (softmax
         with ``sub``: the chunk walked in slices twice instead, see the class docstring)."""
         w = num_warps or _softmax_warps(sub or block)
         return RowPlan("coop", block, w, sub=sub, stages=stages, evict=evict, fma_exp=fma_exp,
-                       fast_exp=fast_exp)  # fmt: skip
+                       fast_exp=fast_exp, hold_x=hold_x, nap=nap, maxnreg=maxnreg)  # fmt: skip
 
     @staticmethod
     def split_for(
