@@ -52,9 +52,11 @@ def sm_candidates(n, smoke=False):
          P.coop(16384, 16, fast_exp=True, hold_x=True, maxnreg=40),
          P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=48, nap=200),
          P.coop(16384, 8, sub=4096, evict=True, fast_exp=True),  # the looped rule (S9)
-         P.coop(16384, 8, sub=4096, evict=True, fast_exp=True, maxnreg=48)]  # fmt: skip
+         P.coop(16384, 8, sub=4096, evict=True, fast_exp=True, maxnreg=48),
+         P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=32),  # 16 per SM (spills)
+         P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=32)]  # 8 per SM (spills)
     if n <= 32768:
-        c = c[:4]
+        c = c[:4] + [P("resident", 32768, 32, programs_per_sm=1, fast_exp=True)]
     return c
 
 
