@@ -12,10 +12,11 @@ grep -E "cells|compile|special|copy|us .* TB/s|FAIL|ERR|total|budget" $OUT/sweep
 LEFT=$(( B - ($(date +%s) - T0) - 4 ))
 if [ $LEFT -gt 12 ] && command -v ncu >/dev/null; then
   PYTHONPATH=src timeout $LEFT ncu --clock-control none -k regex:softmax_coop \
-    --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum,gpu__time_duration.sum \
+    --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
     python3 experiments/rows10_ncu_case.py 4096 131072 \
-    "coop(16384,8,sub=4096,evict=True,fast_exp=True)" "coop(4096,4,fast_exp=True,hold_x=True)" \
+    "coop(16384,8,sub=4096,evict=True,fast_exp=True)" "coop(4096,4,fast_exp=True,hold_x=True,maxnreg=48)" \
+    "coop(4096,4,fast_exp=True)" \
     > $OUT/ncu.txt 2>&1
-  echo "ncu rc=$?"; grep -E "dram__|lts__|gpu__time|coop\(" $OUT/ncu.txt | head -20
+  echo "ncu rc=$?"; grep -E "dram__|lts__|gpu__time|sm__warps|coop\(|RowPlan" $OUT/ncu.txt | head -30
 fi
 echo "done after $(( $(date +%s) - T0 ))s"
