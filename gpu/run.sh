@@ -11,7 +11,7 @@ echo "sweep rc=$? after $(( $(date +%s) - T0 ))s"
 grep -E "cells|compile|special|copy|us .* TB/s|FAIL|ERR|total|budget" $OUT/sweep_log.txt | cut -c1-170 | head -120
 LEFT=$(( B - ($(date +%s) - T0) - 4 ))
 if [ $LEFT -gt 12 ] && command -v ncu >/dev/null; then
-  PYTHONPATH=src timeout $LEFT ncu --clock-control none -k regex:softmax_coop \
+  PYTHONPATH=src timeout $LEFT ncu --clock-control none -k regex:softmax_coop --launch-skip 3 --launch-count 3 \
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
     python3 experiments/rows10_ncu_case.py 4096 131072 \
     "coop(16384,8,sub=4096,evict=True,fast_exp=True)" "coop(4096,4,fast_exp=True,hold_x=True,maxnreg=48)" \
