@@ -20,7 +20,8 @@ def main():
     ap.add_argument("path")
     ap.add_argument("--copy", type=float, default=0.0)
     a = ap.parse_args()
-    d = json.load(open(a.path))
+    with open(a.path) as f:
+        d = json.load(f)
     from rows10_sweep import short
 
     cp = d.get("copy_tbps") or {}
@@ -34,7 +35,9 @@ def main():
         cells.setdefault((r["op"], r["rows"], r["width"]), []).append(r)
     for (op, rows, n), rs in cells.items():
         rule = next((r for r in rs if r["rule"] and r.get("us")), None)
-        print(f"\n{op} {rows}x{n}" + (f"  rule {rule['us']:.1f} us" if rule else "  (rule untimed)"))
+        print(
+            f"\n{op} {rows}x{n}" + (f"  rule {rule['us']:.1f} us" if rule else "  (rule untimed)")
+        )
         for r in sorted([r for r in rs if r.get("us")], key=lambda r: r["us"]):
             ratio = rule["us"] / r["us"] if rule else 0
             print(f"  {r['us']:8.1f} [{r['p10']:7.1f}-{r['p90']:7.1f}] {r['tbps']:5.2f} TB/s "

@@ -10,9 +10,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compile_sm90 import compile_kernel, report  # noqa: E402
-
 import triton  # noqa: E402
+from compile_sm90 import compile_kernel, report  # noqa: E402
 
 
 def softmax_coop(n, block, warps, fast=True, hold=False, nap=0, maxnreg=None):
@@ -23,10 +22,13 @@ def softmax_coop(n, block, warps, fast=True, hold=False, nap=0, maxnreg=None):
     g = triton.cdiv(n // 8 * 8 if n % 8 else n, block)
     const = dict(N=n, BLOCK=block, G=g, GP=triton.next_power_of_2(g), ALIGN=n % 8 != 0,
                  S8=False, FAST=fast, ASM=fast, HOLD=hold, NAP=nap)  # fmt: skip
-    out = compile_kernel(sc._softmax_coop, sig, const, warps, 3, div16=("x_stride",),
-                         maxnreg=maxnreg)
-    report(out, f"softmax_coop N={n} {block}/{warps} fast={fast} hold={hold} nap={nap} "
-                f"maxnreg={maxnreg}")
+    out = compile_kernel(
+        sc._softmax_coop, sig, const, warps, 3, div16=("x_stride",), maxnreg=maxnreg
+    )
+    report(
+        out,
+        f"softmax_coop N={n} {block}/{warps} fast={fast} hold={hold} nap={nap} maxnreg={maxnreg}",
+    )
     print("  spills:", spills(out))
     return out
 
@@ -60,8 +62,9 @@ def rms_coop(n, block, warps, maxnreg=None):
     g = triton.cdiv(n // 8 * 8 if n % 8 else n, block)
     const = dict(N=n, BLOCK=block, G=g, GP=triton.next_power_of_2(g), ALIGN=n % 8 != 0,
                  S8=False, W_EARLY=False)  # fmt: skip
-    out = compile_kernel(rk._rms_coop, sig, const, warps, 3, div16=("x_stride", "r_stride"),
-                         maxnreg=maxnreg)
+    out = compile_kernel(
+        rk._rms_coop, sig, const, warps, 3, div16=("x_stride", "r_stride"), maxnreg=maxnreg
+    )
     report(out, f"rms_coop N={n} {block}/{warps} maxnreg={maxnreg}")
     return out
 
@@ -75,7 +78,8 @@ def softmax_coop_loop(n, block, warps, sub, maxnreg=None, stages=None):
     const = dict(N=n, BLOCK=block, SUB=sub, G=g, GP=triton.next_power_of_2(g), ALIGN=n % 8 != 0,
                  S8=False, STAGES=stages, EV_KEEP="evict_last", EV_DROP="evict_first", FMA=0,
                  FAST=True, ASM=True)  # fmt: skip
-    out = compile_kernel(sc._softmax_coop_loop, sig, const, warps, 3, div16=("x_stride",),
-                         maxnreg=maxnreg)
+    out = compile_kernel(
+        sc._softmax_coop_loop, sig, const, warps, 3, div16=("x_stride",), maxnreg=maxnreg
+    )
     report(out, f"softmax_coop_loop N={n} {block}/{warps} sub={sub} maxnreg={maxnreg}")
     return out

@@ -43,18 +43,20 @@ def sm_candidates(n, smoke=False):
     if smoke:
         return [P.coop(128, 1, fast_exp=True, hold_x=True),
                 P.coop(128, 1, fast_exp=True, hold_x=True, nap=100, maxnreg=40)]  # fmt: skip
-    c = [P.coop(4096, 4, fast_exp=True),
-         P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=48),  # 0 spills, 10 programs/SM
-         P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=40),  # spills around the wait, 12
-         P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=40),  # 0 spills, 6 per SM
-         P.coop(4096, 4, fast_exp=True, hold_x=True),  # 64 registers: 8 per SM (control)
-         P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=48),
-         P.coop(16384, 16, fast_exp=True, hold_x=True, maxnreg=40),
-         P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=48, nap=200),
-         P.coop(16384, 8, sub=4096, evict=True, fast_exp=True),  # the looped rule (S9)
-         P.coop(16384, 8, sub=4096, evict=True, fast_exp=True, maxnreg=48),
-         P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=32),  # 16 per SM (spills)
-         P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=32)]  # 8 per SM (spills)
+    c = [
+        P.coop(4096, 4, fast_exp=True),
+        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=48),  # 0 spills, 10 programs/SM
+        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=40),  # spills around the wait, 12
+        P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=40),  # 0 spills, 6 per SM
+        P.coop(4096, 4, fast_exp=True, hold_x=True),  # 64 registers: 8 per SM (control)
+        P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=48),
+        P.coop(16384, 16, fast_exp=True, hold_x=True, maxnreg=40),
+        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=48, nap=200),
+        P.coop(16384, 8, sub=4096, evict=True, fast_exp=True),  # the looped rule (S9)
+        P.coop(16384, 8, sub=4096, evict=True, fast_exp=True, maxnreg=48),
+        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=32),  # 16 per SM (spills)
+        P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=32),
+    ]  # 8 per SM (spills)
     if n <= 32768:
         c = c[:4] + [P("resident", 32768, 32, programs_per_sm=1, fast_exp=True)]
     return c
@@ -77,7 +79,7 @@ def short(plan_repr):
 
     pre = "wflush " if plan_repr.startswith("wflush ") else ""
     try:
-        p = eval(plan_repr[len(pre):], {"RowPlan": RowPlan})  # noqa: S307 - our own repr
+        p = eval(plan_repr[len(pre) :], {"RowPlan": RowPlan})  # noqa: S307 - our own repr
     except Exception:  # noqa: BLE001
         return plan_repr[:150]
     d = {f.name: getattr(p, f.name) for f in dataclasses.fields(p)}
@@ -154,7 +156,7 @@ class Cold:
         names = list(graphs)
         out = {k: [] for k in names}
         for r in range(samples):
-            order = names[r % len(names):] + names[: r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             if r % 2:
                 order = order[::-1]
             evs = []
@@ -280,7 +282,10 @@ def main():
                     print(f"FAIL {op} {rows}x{n} {p}: {rec['err']}", flush=True)
                     continue
                 if cold is not None:
-                    graphs[name] = (cold.graph(lambda p=p: r5.call(op, p, ins)), True)
+                    graphs[name] = (
+                        cold.graph(lambda p=p, op=op, ins=ins: r5.call(op, p, ins)),
+                        True,
+                    )
                     if i == 0:
                         graphs["wflush " + name] = (graphs[name][0], False)
             except Exception as e:  # noqa: BLE001 - recorded
