@@ -21,6 +21,7 @@ CASES = [
     # aligned rows, 4 chunks of 256, the last ragged (232 elements); a cap and a backoff
     (2, 1000, RowPlan.coop(256, 2, fast_exp=True, hold_x=True, maxnreg=40, nap=200)),
     (4, 77, RowPlan.coop(16, 1, fast_exp=True, hold_x=True)),  # 5 chunks, heads of 0-7
+    (2, 1000, RowPlan.coop(256, 2, hold_x=True)),  # tl.exp instead of ex2
 ]
 
 
@@ -73,7 +74,5 @@ def test_rms_coop_maxnreg(device):
 
 
 def test_hold_x_fields():
-    with pytest.raises(ValueError, match="hold_x"):
-        RowPlan.coop(4096, 4, hold_x=True)  # needs fast_exp
     with pytest.raises(ValueError, match="hold_x"):
         RowPlan.coop(16384, 8, sub=4096, fast_exp=True, hold_x=True)  # register plans only

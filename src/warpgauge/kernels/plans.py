@@ -177,8 +177,8 @@ class RowPlan:
       range fix-ups (the kernels were issue-bound: ~24 instructions per element in the looped
       cooperative kernel on sm_90); cooperative plans also publish their statistics with a
       relaxed atomic (no memory barrier).
-    - ``hold_x``: register cooperative softmax with ``fast_exp``; hold the chunk as loaded
-      (16-bit: half the registers) across the exchange and compute its exps again after it.
+    - ``hold_x``: register cooperative softmax; hold the chunk as loaded (16-bit: half the
+      registers of FP32 exps) across the exchange and compute its exps again after it.
     - ``nap``: cooperative softmax; nanoseconds of ``nanosleep`` between polls of the slots.
     - ``maxnreg``: cooperative plans; a register cap for ptxas (0: none), for more programs per SM.
     """
@@ -234,8 +234,8 @@ class RowPlan:
             raise ValueError(
                 f"fast_exp needs a coop plan or a persistent resident one, got a {self.kind} plan"
             )
-        if self.hold_x and not (self.kind == "coop" and self.fast_exp and not self.sub):
-            raise ValueError("hold_x needs a register coop plan (no sub) with fast_exp")
+        if self.hold_x and not (self.kind == "coop" and not self.sub):
+            raise ValueError("hold_x needs a register coop plan (no sub)")
         if not 0 <= self.stages <= 8:
             raise ValueError(f"stages must be 0 (no pipelining) to 8, got {self.stages}")
         if self.num_warps not in (1, 2, 4, 8, 16, 32):

@@ -309,7 +309,8 @@ def bits_f32_asm(x, ASM: tl.constexpr):
 
 
 @triton.jit
-def _coop_chunk_hold(x_ptr, start, xb, blen, ecol, em, j, BLOCK: tl.constexpr, ASM: tl.constexpr):
+def _coop_chunk_hold(x_ptr, start, xb, blen, ecol, em, j, BLOCK: tl.constexpr, FAST: tl.constexpr,
+                     ASM: tl.constexpr):  # fmt: skip
     """Chunk ``j`` of a row as loaded (its input dtype: half the registers of FP32 exps for a
     16-bit input) with its edge (FP32) and (max, sum): the ``hold_x`` plans, which compute the
     exps again after the exchange (``ex2``, one instruction each)."""
@@ -322,8 +323,11 @@ def _coop_chunk_hold(x_ptr, start, xb, blen, ecol, em, j, BLOCK: tl.constexpr, A
     # FP32 copy of the whole chunk live (each converts an element, uses it and drops it)
     m = tl.maximum(tl.max(x.to(tl.float32), 0), tl.max(xe, 0))
     shift = tl.where(m == float("-inf"), 0.0, m)
-    # terms below 2^-126 of the chunk maximum's 1 flush to 0 (ftz): negligible in the sum
-    s = tl.sum(ex2((bits_f32(x) - shift) * LOG2E, ASM), 0) + tl.sum(tl.exp(xe - shift), 0)
+    if FAST:  # terms below 2^-126 of the chunk maximum's 1 flush to 0 (ftz): negligible
+        s = tl.sum(ex2((bits_f32(x) - shift) * LOG2E, ASM), 0)
+    else:
+        s = tl.sum(tl.exp(bits_f32(x) - shift), 0)
+    s += tl.sum(tl.exp(xe - shift), 0)
     return x, xe, m, s
 
 
@@ -390,8 +394,8 @@ def _softmax_coop(
         ecol = tl.arange(0, 16)
         em = ecol < 0
         ys = row * N
-    if HOLD:  # e: the chunk as loaded (FAST only: exps again after the exchange)
-        e, ee, m, s = _coop_chunk_hold(x_ptr, start, xb, blen, ecol, em, c, BLOCK, ASM)
+    if HOLD:  # e: the chunk as loaded (its exps again after the exchange)
+        e, ee, m, s = _coop_chunk_hold(x_ptr, start, xb, blen, ecol, em, c, BLOCK, FAST, ASM)
     else:
         e, ee, m, s = _coop_chunk(x_ptr, start, xb, blen, ecol, em, c, BLOCK, FAST, ASM)
     slots = slot_ptr + row * G
@@ -407,7 +411,10 @@ def _softmax_coop(
     # or NaN when the row's sum is NaN (a NaN elsewhere in the row: the whole row is NaN).
     scale = tl.where(m == float("-inf"), inv * 0.0, tl.exp(m - shift) * inv)
     idx = c * BLOCK + tl.arange(0, BLOCK)
-    if HOLD:
+    if HOLD and not FAST:
+        y = tl.exp(bits_f32_asm(e, ASM) - shift) * inv
+        ye = (tl.exp(ee - shift) * inv).to(y_ptr.dtype.element_ty)
+    elif HOLD:
         # y = 2^((x - shift) log2(e) - log2(sum) + 24) * 2^-24 as in the looped kernel's write
         # pass (an all -inf row: sum 0, exponent -inf, zeros; a NaN sum: NaN)
         mt = tl.where(k < G, mv, float("-inf"))
@@ -451,6 +458,7 @@ __all__ = [
     "launch_args",
     "use_asm",
     "reg_cap",
+    "bits_f32_asm",
     "ex2",
     "LOG2E",
     "TWO_M24",
