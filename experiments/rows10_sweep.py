@@ -71,6 +71,37 @@ def rms_candidates(n, smoke=False):
             P.coop(8192, 8), P.coop(16384, 16)]  # fmt: skip
 
 
+def _kernels():
+    from warpgauge.kernels import rmsnorm as rk
+    from warpgauge.kernels import softmax as sk
+    from warpgauge.kernels import softmax_coop as sc
+
+    return [sc._softmax_coop, sc._softmax_coop_loop, rk._rms_coop, sk._softmax_resident_pf]
+
+
+def _compiled(fns):
+    out = {}
+    for f in fns:
+        for c in getattr(f, "device_caches", {}).values():
+            try:
+                for ck in c[0].values():
+                    out[id(ck)] = (f.__name__, ck)
+            except Exception:  # noqa: BLE001 - another Triton's cache layout: no register report
+                pass
+    return out
+
+
+def warm_regs(job):
+    """rows5_sweep.warm_one, plus (kernel, registers, spills) of the kernels it compiled (Triton's
+    CompiledKernel.n_regs / n_spills on this machine's Triton)."""
+    fns = _kernels()
+    before = _compiled(fns)
+    k, err = r5.warm_one(job)
+    regs = [(name, getattr(ck, "n_regs", None), getattr(ck, "n_spills", None))
+            for i, (name, ck) in _compiled(fns).items() if i not in before]  # fmt: skip
+    return k, err, regs
+
+
 def short(plan_repr):
     """A plan's repr without its default fields (for the log)."""
     import dataclasses
@@ -202,20 +233,22 @@ def main():
         for p in sm_candidates(131072, a.smoke):
             jobs.setdefault(r5.compile_key("softmax", n, p), ("softmax", n, p))
     print(f"{len(cl)} cells, {len(jobs)} compile jobs, SM={sm}, L2={l2 >> 20} MB", flush=True)
-    compiled, errors = set(), {}
+    compiled, errors, regs = set(), {}, {}
     if a.smoke:
         for j in jobs.values():
-            k, err = r5.warm_one(j)
+            k, err, rg = warm_regs(j)
+            regs[repr(k)] = rg
             (errors.__setitem__(k, err) if err else compiled.add(k))
     else:
         pool = mp.get_context("spawn").Pool(a.workers, initializer=r5._init_worker,
                                             initargs=(sm, r5.DEV))  # fmt: skip
         deadline = t0 + a.budget * a.compile_share
-        it = pool.imap_unordered(r5.warm_one, list(jobs.values()))
+        it = pool.imap_unordered(warm_regs, list(jobs.values()))
         try:
             while True:
                 try:
-                    k, err = it.next(timeout=max(0.1, deadline - time.time()))
+                    k, err, rg = it.next(timeout=max(0.1, deadline - time.time()))
+                    regs[repr(k)] = rg
                 except StopIteration:
                     break
                 except mp.TimeoutError:
@@ -231,7 +264,8 @@ def main():
 
     meta = dict(sm=sm, l2=l2, torch=torch.__version__, triton=triton.__version__,
                 device=torch.cuda.get_device_name(0) if r5.DEV == "cuda" else "cpu",
-                samples=a.samples, compile_errors={repr(k): v for k, v in errors.items()})  # fmt: skip
+                samples=a.samples, compile_errors={repr(k): v for k, v in errors.items()},
+                regs=regs)  # fmt: skip
     # special rows: every softmax candidate at an odd width and on strided rows
     specials = []
     for p in sm_candidates(131072, a.smoke):
@@ -308,8 +342,10 @@ def main():
         print(f"{time.time() - t0:6.1f}s {op} {rows}x{n} done", flush=True)
         for r in results:
             if r["rows"] == rows and r["width"] == n and r["op"] == op and r.get("us"):
+                rk = repr((op, n, r["plan"][7:] if r["plan"].startswith("wflush ") else r["plan"]))
+                r["regs"] = regs.get(rk)
                 print(f"   {r['us']:8.1f} us {r['tbps']:5.2f} TB/s {'*' if r['rule'] else ' '} "
-                      f"{short(r['plan'])}", flush=True)  # fmt: skip
+                      f"{short(r['plan'])} {r['regs']}", flush=True)  # fmt: skip
     fails = sum(1 for r in results if "gate failed" in str(r.get("err")))
     print(f"total {time.time() - t0:.1f}s, {len(results)} records, gate failures: {fails}, "
           f"special failures: {len(bad)}")  # fmt: skip

@@ -324,10 +324,9 @@ def _coop_chunk_hold(x_ptr, start, xb, blen, ecol, em, j, BLOCK: tl.constexpr, F
     m = tl.maximum(tl.max(x.to(tl.float32), 0), tl.max(xe, 0))
     shift = tl.where(m == float("-inf"), 0.0, m)
     if FAST:  # terms below 2^-126 of the chunk maximum's 1 flush to 0 (ftz): negligible
-        s = tl.sum(ex2((bits_f32(x) - shift) * LOG2E, ASM), 0)
+        s = tl.sum(ex2((bits_f32(x) - shift) * LOG2E, ASM), 0) + tl.sum(tl.exp(xe - shift), 0)
     else:
-        s = tl.sum(tl.exp(bits_f32(x) - shift), 0)
-    s += tl.sum(tl.exp(xe - shift), 0)
+        s = tl.sum(tl.exp(bits_f32(x) - shift), 0) + tl.sum(tl.exp(xe - shift), 0)
     return x, xe, m, s
 
 
