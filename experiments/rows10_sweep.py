@@ -45,18 +45,18 @@ def sm_candidates(n, smoke=False):
                 P.coop(128, 1, fast_exp=True, hold_x=True, nap=100, maxnreg=40)]  # fmt: skip
     c = [
         P.coop(4096, 4, fast_exp=True),
-        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=48),  # 0 spills, 10 programs/SM
-        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=40),  # spills around the wait, 12
-        P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=40),  # 0 spills, 6 per SM
+        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=48),  # 10 programs per SM
+        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=40),  # 12 per SM
+        P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=40),  # 6 per SM
         P.coop(4096, 4, fast_exp=True, hold_x=True),  # 64 registers: 8 per SM (control)
         P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=48),
         P.coop(16384, 16, fast_exp=True, hold_x=True, maxnreg=40),
-        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=48, nap=200),
+        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=40, nap=200),
         P.coop(16384, 8, sub=4096, evict=True, fast_exp=True),  # the looped rule (S9)
         P.coop(16384, 8, sub=4096, evict=True, fast_exp=True, maxnreg=48),
         P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=32),  # 16 per SM (spills)
-        P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=32),
-    ]  # 8 per SM (spills)
+        P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=32),  # 8 per SM (spills)
+    ]
     if n <= 32768:
         c = c[:4] + [P("resident", 32768, 32, programs_per_sm=1, fast_exp=True)]
     return c
