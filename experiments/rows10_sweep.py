@@ -35,6 +35,12 @@ import rows5_sweep as r5  # noqa: E402
 SOFTMAX_CELLS = [(4096, 131072), (1024, 151936), (64, 131072), (64, 128256), (16, 262144),
                  (8192, 32000)]  # fmt: skip
 RMS_CELLS = [(4096, 131072), (16, 262144), (64, 131072)]
+# Generalization (after the targets; the budget guard cuts from the end): DRAM-bound row counts
+# (256 MB of compulsory traffic) at vocabulary and odd widths, few-row and L2-sized cells.
+SOFTMAX_MORE = [(1335, 50257), (1023, 65537), (671, 100003), (523, 128256), (441, 151936),
+                (256, 262144), (512, 131072), (16, 131072), (64, 50257), (99, 65537),
+                (264, 100003), (132, 131072), (1, 131072)]  # fmt: skip
+RMS_MORE = [(667, 50257), (220, 151936), (256, 131072)]
 
 
 def sm_candidates(n, smoke=False):
@@ -122,7 +128,8 @@ def short(plan_repr):
 def cells(smoke):
     if smoke:
         return [("softmax", 3, 1001), ("softmax", 2, 1000), ("rms", 3, 1001)]
-    return [("softmax", r, n) for r, n in SOFTMAX_CELLS] + [("rms", r, n) for r, n in RMS_CELLS]
+    return ([("softmax", r, n) for r, n in SOFTMAX_CELLS] + [("rms", r, n) for r, n in RMS_CELLS]
+            + [("softmax", r, n) for r, n in SOFTMAX_MORE] + [("rms", r, n) for r, n in RMS_MORE])  # fmt: skip
 
 
 def cands(op, n, smoke):
