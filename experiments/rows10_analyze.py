@@ -32,11 +32,12 @@ def main():
     print(f"special-row checks {len(d.get('specials', []))}, failed {len(bad)}")
     cells = {}
     for r in d["results"]:
-        cells.setdefault((r["op"], r["rows"], r["width"]), []).append(r)
-    for (op, rows, n), rs in cells.items():
+        cells.setdefault((r["op"], r["rows"], r["width"], r.get("rep", "")), []).append(r)
+    for (op, rows, n, rep), rs in cells.items():
         rule = next((r for r in rs if r["rule"] and r.get("us")), None)
         print(
-            f"\n{op} {rows}x{n}" + (f"  rule {rule['us']:.1f} us" if rule else "  (rule untimed)")
+            f"\n{op} {rows}x{n} {rep}"
+            + (f"  rule {rule['us']:.1f} us" if rule else "  (rule untimed)")
         )
         for r in sorted([r for r in rs if r.get("us")], key=lambda r: r["us"]):
             ratio = rule["us"] / r["us"] if rule else 0

@@ -57,7 +57,7 @@ def sm_candidates(n, smoke=False):
         P.coop(4096, 4, fast_exp=True, hold_x=True),  # 64 registers: 8 per SM (control)
         P.coop(8192, 8, fast_exp=True, hold_x=True, maxnreg=48),
         P.coop(16384, 16, fast_exp=True, hold_x=True, maxnreg=40),
-        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=40, nap=200),
+        P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=48, nap=200),
         P.coop(16384, 8, sub=4096, evict=True, fast_exp=True),  # the looped rule (S9)
         P.coop(16384, 8, sub=4096, evict=True, fast_exp=True, maxnreg=48),
         P.coop(4096, 4, fast_exp=True, hold_x=True, maxnreg=32),  # 16 per SM (spills)
@@ -73,8 +73,31 @@ def rms_candidates(n, smoke=False):
 
     if smoke:
         return [P.coop(128, 1, maxnreg=40)]
+    if ROUND == 2:
+        return [P.coop(8192, 8), P.coop(16384, 16), P.coop(8192, 4), P.coop(16384, 8),
+                P.coop(2048, 2), P.coop(16384, 8, sub=4096, evict=True)]  # fmt: skip
     return [P.coop(4096, 4, maxnreg=48), P.coop(4096, 4, maxnreg=56), P.coop(8192, 8, maxnreg=56),
             P.coop(8192, 8), P.coop(16384, 16)]  # fmt: skip
+
+
+def sm_candidates2(n):
+    """Round 2: the looped cooperative plan software-pipelined (cp.async slices in shared memory:
+    loads of the next slices in flight while one is reduced), slices and chunk sizes."""
+    from warpgauge.kernels.plans import RowPlan as P
+
+    loop = dict(evict=True, fast_exp=True)
+    if n <= 32768:
+        return []
+    return [
+        P.coop(4096, 4, fast_exp=True),
+        P.coop(16384, 8, sub=4096, **loop),  # S9's looped rule
+        P.coop(16384, 8, sub=4096, stages=2, **loop),  # 71 registers (sm_90, triton 3.9): 3/SM
+        P.coop(16384, 8, sub=4096, stages=3, **loop),
+        P.coop(16384, 8, sub=2048, stages=3, **loop),  # 59: 4 per SM
+        P.coop(16384, 4, sub=2048, stages=3, **loop),  # 71: 7 per SM
+        P.coop(16384, 16, sub=4096, **loop),  # 40: 3 per SM, no spills
+        P.coop(8192, 8, fast_exp=True),
+    ]
 
 
 def _kernels():
@@ -125,15 +148,31 @@ def short(plan_repr):
     return pre + " ".join(f"{v}" if k in ("kind", "block") else f"{k}={v}" for k, v in keep.items())
 
 
+ROUND = 1
+SOFTMAX_R2 = [(4096, 131072), (1024, 151936), (64, 131072), (64, 128256), (16, 262144),
+              (8192, 32000), (1335, 50257), (1023, 65537), (671, 100003), (523, 128256),
+              (441, 151936), (256, 262144), (512, 131072), (16, 131072), (264, 100003),
+              (132, 131072)]  # fmt: skip
+RMS_R2 = [(4096, 131072), (16, 262144), (64, 131072), (667, 50257), (220, 151936),
+          (256, 131072), (512, 65537), (128, 262144)]  # fmt: skip
+REPEAT = [("softmax", 4096, 131072), ("rms", 4096, 131072), ("softmax", 1024, 151936)]
+
+
 def cells(smoke):
     if smoke:
         return [("softmax", 3, 1001), ("softmax", 2, 1000), ("rms", 3, 1001)]
+    if ROUND == 2:  # the targets, generalization, then a second pass of three cells (noise)
+        return ([("softmax", r, n) for r, n in SOFTMAX_R2[:6]] + [("rms", r, n) for r, n in RMS_R2[:3]]
+                + [("softmax", r, n) for r, n in SOFTMAX_R2[6:]] + [("rms", r, n) for r, n in RMS_R2[3:]]
+                + [c + ("rep",) for c in REPEAT])  # fmt: skip
     return ([("softmax", r, n) for r, n in SOFTMAX_CELLS] + [("rms", r, n) for r, n in RMS_CELLS]
             + [("softmax", r, n) for r, n in SOFTMAX_MORE] + [("rms", r, n) for r, n in RMS_MORE])  # fmt: skip
 
 
 def cands(op, n, smoke):
-    return sm_candidates(n, smoke) if op == "softmax" else rms_candidates(n, smoke)
+    if op == "softmax":
+        return sm_candidates2(n) if ROUND == 2 and not smoke else sm_candidates(n, smoke)
+    return rms_candidates(n, smoke)
 
 
 def rule(op, rows, n, sm, l2):
@@ -220,7 +259,10 @@ def main():
     ap.add_argument("--compile-share", type=float, default=0.45)
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--round", type=int, default=1, help="candidate set: 1 (hold_x, caps), 2")
     a = ap.parse_args()
+    global ROUND
+    ROUND = a.round
     t0 = time.time()
     if a.smoke:
         r5.DEV, r5.SM, l2 = "cpu", 4, 1 << 20
@@ -230,14 +272,17 @@ def main():
     sm = r5.SM
     cl = cells(a.smoke)
     plans_of, jobs = {}, {}
-    for op, rows, n in cl:
+    for op, rows, n, *_tag in cl:
         ps = list(dict.fromkeys([rule(op, rows, n, sm, l2)] + cands(op, n, a.smoke)))
         plans_of[(op, rows, n)] = ps
         for p in ps:
             jobs.setdefault(r5.compile_key(op, n, p), (op, n, p))
     spec_w = [1001] if a.smoke else [50257]
+    spec_plans = (
+        sm_candidates2(131072) if ROUND == 2 and not a.smoke else sm_candidates(131072, a.smoke)
+    )
     for n in spec_w:  # odd width: the aligned-body path of the candidates
-        for p in sm_candidates(131072, a.smoke):
+        for p in spec_plans:
             jobs.setdefault(r5.compile_key("softmax", n, p), ("softmax", n, p))
     print(f"{len(cl)} cells, {len(jobs)} compile jobs, SM={sm}, L2={l2 >> 20} MB", flush=True)
     compiled, errors, regs = set(), {}, {}
@@ -275,7 +320,7 @@ def main():
                 regs=regs)  # fmt: skip
     # special rows: every softmax candidate at an odd width and on strided rows
     specials = []
-    for p in sm_candidates(131072, a.smoke):
+    for p in spec_plans:
         for n, strided in [(spec_w[0], False), (spec_w[0], True)]:
             if r5.compile_key("softmax", n, p) not in compiled:
                 continue
@@ -300,7 +345,8 @@ def main():
         print(f"copy ceiling (cold) {meta['copy_tbps']}", flush=True)
         del src, dst, g
     results = []
-    for op, rows, n in cl:
+    for op, rows, n, *tag in cl:
+        rep = tag[0] if tag else ""
         if time.time() - t0 > a.budget:
             print("budget reached", flush=True)
             break
@@ -309,7 +355,7 @@ def main():
         graphs, recs = {}, {}
         for i, p in enumerate(ps):
             name = repr(p)
-            rec = dict(op=op, rows=rows, width=n, plan=name, rule=i == 0)
+            rec = dict(op=op, rows=rows, width=n, plan=name, rule=i == 0, rep=rep)
             recs[name] = rec
             results.append(rec)
             if r5.compile_key(op, n, p) not in compiled:
@@ -337,7 +383,7 @@ def main():
             for k, v in res.items():
                 rec = recs.get(k)
                 if rec is None:  # the rule's plan after a write-only flush
-                    rec = dict(op=op, rows=rows, width=n, plan=k, rule=False)
+                    rec = dict(op=op, rows=rows, width=n, plan=k, rule=False, rep=rep)
                     results.append(rec)
                 v.sort()
                 rec.update(us=statistics.median(v), p10=v[len(v) // 10], p90=v[9 * len(v) // 10],
@@ -346,9 +392,10 @@ def main():
         with open(a.out + ".tmp", "w") as f:
             json.dump(dict(meta, results=results), f, indent=0)
         os.replace(a.out + ".tmp", a.out)
-        print(f"{time.time() - t0:6.1f}s {op} {rows}x{n} done", flush=True)
+        print(f"{time.time() - t0:6.1f}s {op} {rows}x{n} {rep} done", flush=True)
         for r in results:
-            if r["rows"] == rows and r["width"] == n and r["op"] == op and r.get("us"):
+            mine = (r["op"], r["rows"], r["width"], r.get("rep", "")) == (op, rows, n, rep)
+            if mine and r.get("us"):
                 rk = repr((op, n, r["plan"][7:] if r["plan"].startswith("wflush ") else r["plan"]))
                 r["regs"] = regs.get(rk)
                 print(f"   {r['us']:8.1f} us {r['tbps']:5.2f} TB/s {'*' if r['rule'] else ' '} "
