@@ -73,6 +73,8 @@ def rms_candidates(n, smoke=False):
 
     if smoke:
         return [P.coop(128, 1, maxnreg=40)]
+    if ROUND == 3:  # the rule before R10 (4096/4 where the new rule takes 2048/2)
+        return [P.coop(4096, 4)]
     if ROUND == 2:
         return [P.coop(8192, 8), P.coop(16384, 16), P.coop(8192, 4), P.coop(16384, 8),
                 P.coop(2048, 2), P.coop(16384, 8, sub=4096, evict=True)]  # fmt: skip
@@ -161,6 +163,13 @@ REPEAT = [("softmax", 4096, 131072), ("rms", 4096, 131072), ("softmax", 1024, 15
 def cells(smoke):
     if smoke:
         return [("softmax", 3, 1001), ("softmax", 2, 1000), ("rms", 3, 1001)]
+    if ROUND == 3:  # the final commit: add_rms_norm's new rule against the old, softmax rule
+        rms = [(4096, 131072), (256, 131072), (667, 50257), (220, 151936), (512, 65537),
+               (128, 262144), (16, 262144), (64, 131072), (64, 65537), (1024, 32776),
+               (2, 1048576)]  # fmt: skip
+        sm_ = [(4096, 131072), (1024, 151936), (64, 131072), (16, 262144)]
+        return ([("rms", r, n) for r, n in rms] + [("softmax", r, n) for r, n in sm_]
+                + [("rms", 4096, 131072, "rep"), ("rms", 256, 131072, "rep")])  # fmt: skip
     if ROUND == 2:  # the targets, generalization, then a second pass of three cells (noise)
         return ([("softmax", r, n) for r, n in SOFTMAX_R2[:6]] + [("rms", r, n) for r, n in RMS_R2[:3]]
                 + [("softmax", r, n) for r, n in SOFTMAX_R2[6:]] + [("rms", r, n) for r, n in RMS_R2[3:]]
@@ -170,6 +179,8 @@ def cells(smoke):
 
 
 def cands(op, n, smoke):
+    if op == "softmax" and ROUND == 3:
+        return []  # the rule only: unchanged by R10, timed as a check of the final commit
     if op == "softmax":
         return sm_candidates2(n) if ROUND == 2 and not smoke else sm_candidates(n, smoke)
     return rms_candidates(n, smoke)

@@ -31,6 +31,7 @@ from .plans_wide import (
     COOP_LOOP_MIN_WIDTH,
     COOP_MAX_CHUNKS_PER_SM,
     COOP_RMS,
+    COOP_RMS_SMALL,
     COOP_ROW_SUM,
     COOP_SOFTMAX,
     COOP_SOFTMAX_FEW_PER_SM,
@@ -358,7 +359,8 @@ class RowPlan:
           rows of body ``ROW_SUM_TILE_BODY`` go two per program from
           ``ROW_SUM_TILE_MIN_ROWS_PER_SM * sm_count`` rows;
         - otherwise cooperative (``coop``), while a row has at most ``COOP_MAX_CHUNKS_PER_SM *
-          sm_count`` chunks: add_rms_norm at any row count; row_sum when its chunks give at
+          sm_count`` chunks: add_rms_norm at any row count (``COOP_RMS_SMALL`` chunks, or
+          ``COOP_RMS`` where those are too many); row_sum when its chunks give at
           least one program per SM; softmax (ex2 exps, ``fast_exp``) with ``COOP_SOFTMAX``
           chunks at any row count, ``COOP_SOFTMAX_LOOP`` (looped chunks, L2 re-read) for rows
           wider than ``COOP_LOOP_MIN_WIDTH`` whose input is past ``SOFTMAX_LOOP_L2X`` x L2 (or
@@ -420,7 +422,9 @@ class RowPlan:
             and in_bytes <= RMS_LOOPED_L2_SHARE * l2_bytes
         ):
             return cls.looped(16384, 32, programs_per_sm=1, evict=True)
-        if op == "rms" and coop_fits(COOP_RMS[0]):  # beyond resident, any row count
+        if op == "rms" and coop_fits(COOP_RMS_SMALL[0]):  # beyond resident, any row count
+            return cls.coop(*COOP_RMS_SMALL)
+        if op == "rms" and coop_fits(COOP_RMS[0]):  # rows of more than 2 x SM chunks of 2048
             return cls.coop(*COOP_RMS)
         if (
             op == "row_sum"

@@ -10,6 +10,14 @@ measurement behind it. ``plans.py`` imports every name; read them as ``plans.NAM
 # few rows 128x50257 2.60 vs 1.85 split, 100x65537 2.61 vs 1.52, 64x131072 2.98 vs 2.80, and
 # within 3.5% of split at 16x262144, 32x151936, 2x1048576.
 COOP_RMS = (4096, 4)
+# rows10 round 2 (results/rows10-h200/round2, "R10": cold lane, write+read flush, 30 samples,
+# FP64-gated): add_rms_norm 2048/2 (32 elements a thread, as 4096/4) where a row has at most
+# COOP_MAX_CHUNKS_PER_SM x SM chunks of 2048, else COOP_RMS. 4096x131072 1080.0 / 1078.0 us (two
+# passes) vs 1123.9 / 1127.4 (4096/4), 256x131072 73.0 vs 76.3, 667x50257 80.0 vs 82.3; level
+# (within 1.2%) at 220x151936 73.5 vs 72.9, 512x65537 78.4 vs 78.6, 128x262144 74.6 vs 74.3,
+# 16x262144 16.0 vs 15.8, 64x131072 23.2 vs 23.3. (8192/4 was 4.6-5.1% ahead at 4096x131072 but
+# 2.3-3.7% behind at 50257, 151936, 262144; 8192/8, 16384/8-16 and looped chunks lost more.)
+COOP_RMS_SMALL = (2048, 2)
 # row_sum 16384/8: 4.01-4.17 TB/s at every width 50257-262144 (looped 4096/8: 3.49-4.32, worst
 # at ragged widths); 128x50257 1.72 vs 0.79 split, 100x65537 1.76 vs 1.28. Needs rows * chunks
 # >= SMs: 2x1048576 split 1.03 vs 0.89.
