@@ -22,7 +22,7 @@ from triton.compiler import ASTSource  # noqa: E402
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 
 
-def compile_kernel(fn, sig, const, num_warps=4, num_stages=3, div16=()):
+def compile_kernel(fn, sig, const, num_warps=4, num_stages=3, div16=(), maxnreg=None):
     """div16: argument names Triton would specialize as divisible by 16 (pointers always)."""
     sig = dict(sig)
     for c in const:
@@ -41,6 +41,8 @@ def compile_kernel(fn, sig, const, num_warps=4, num_stages=3, div16=()):
         attrs=attrs,
     )
     opts = dict(num_warps=num_warps, num_stages=num_stages)
+    if maxnreg:
+        opts["maxnreg"] = maxnreg
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
 
 

@@ -73,9 +73,12 @@ def test_plan_rule():
     assert p.kind == "split" and p.n_chunks(131072) * p.chunk(131072) >= 131072
     # beyond the resident range: cooperative plans (add_rms_norm always; row_sum with at least
     # one program per SM; softmax with SM/2 to SM rows), looped for many softmax rows
-    for rows in (2, 64, 4096):
-        assert RowPlan.for_shape(rows, 131072, 132, "rms") == RowPlan.coop(4096, 4)
+    for rows in (2, 64, 4096):  # 2048/2 chunks (R10) while a row has <= 2 x SM of them
+        assert RowPlan.for_shape(rows, 131072, 132, "rms") == RowPlan.coop(2048, 2)
         assert RowPlan.for_shape(rows, 131072, 132).kind in ("split", "looped")  # generic
+    assert RowPlan.for_shape(2, 540672, 132, "rms") == RowPlan.coop(2048, 2)  # 264 chunks
+    assert RowPlan.for_shape(2, 540673, 132, "rms") == RowPlan.coop(4096, 4)
+    assert RowPlan.for_shape(2, 1048576, 132, "rms") == RowPlan.coop(4096, 4)
     assert RowPlan.for_shape(16, 262144, 132, "row_sum") == RowPlan.coop(16384, 8)  # 256 chunks
     assert RowPlan.for_shape(2, 1048576, 132, "row_sum").kind == "split"  # 128 < 132 programs
     # softmax beyond the resident range: cooperative 4096 chunks with ex2 exps at any row count
@@ -157,9 +160,10 @@ def test_plan_rule_reads_the_l2_size():
     # add_rms_norm: 0.6-1 rows per SM whose rows fit 3/4 of L2 loop, one program per row
     looped = RowPlan.looped(16384, 32, programs_per_sm=1, evict=True)
     assert sm(128, 65536, "rms") == looped and sm(96, 151936, "rms") == looped
-    assert sm(128, 65536, "rms", l2=0) == coop
+    rms_coop = RowPlan.coop(2048, 2)
+    assert sm(128, 65536, "rms", l2=0) == rms_coop
     for rows, width in ((64, 65536), (128, 262144), (132 * 2, 65536)):
-        assert sm(rows, width, "rms") == coop
+        assert sm(rows, width, "rms") == rms_coop
     # row_sum at body 32768: 32 warps at any row count
     assert sm(4096, 32000, "row_sum").num_warps == sm(1, 32000, "row_sum").num_warps == 32
 

@@ -69,7 +69,16 @@ def unpack2(v):
 
 
 @triton.jit
-def wait_slots(slot_ptr, spin, G: tl.constexpr, GP: tl.constexpr):
+def nap_ns(it, NAP: tl.constexpr):
+    """``nanosleep`` for about NAP ns (a poll backoff; the interpreter cannot run PTX, and its
+    programs never poll). Returns ``it`` so the call stays ordered in the loop."""
+    ns = tl.full([], NAP, tl.int32)
+    return tl.inline_asm_elementwise("nanosleep.u32 $2; mov.u32 $0, $1;", "=r,r,r", [it, ns],
+                                     dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
+
+
+@triton.jit
+def wait_slots(slot_ptr, spin, G: tl.constexpr, GP: tl.constexpr, NAP: tl.constexpr = 0):
     """Cooperative plans: poll a row's ``G`` statistics slots (int64, zeroed before the launch,
     each written once by its program with an atomic) until all are non-zero or ``spin`` polls
     have passed. Returns the slots ([GP], padding lanes 1) and how many are still missing
@@ -80,6 +89,8 @@ def wait_slots(slot_ptr, spin, G: tl.constexpr, GP: tl.constexpr):
     missing = tl.sum((v == 0).to(tl.int32), 0)
     it = 0
     while (missing > 0) & (it < spin):
+        if NAP > 0:
+            it = nap_ns(it, NAP)
         v = tl.load(slot_ptr + k, mask=k < G, other=1, volatile=True)
         missing = tl.sum((v == 0).to(tl.int32), 0)
         it += 1

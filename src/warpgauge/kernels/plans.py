@@ -24,6 +24,32 @@ from dataclasses import dataclass, replace
 
 import triton
 
+# Constants of the rule beyond the resident range, each with its measurement: plans_wide.py.
+from .plans_wide import (
+    COOP_CANDIDATES,
+    COOP_FEW_NARROW,
+    COOP_LOOP_MIN_WIDTH,
+    COOP_MAX_CHUNKS_PER_SM,
+    COOP_RMS,
+    COOP_RMS_SMALL,
+    COOP_ROW_SUM,
+    COOP_SOFTMAX,
+    COOP_SOFTMAX_FEW_PER_SM,
+    COOP_SOFTMAX_LOOP,
+    RMS_LOOPED_L2_SHARE,
+    RMS_LOOPED_ROWS_PER_SM,
+    ROW_SUM_32K_WARPS,
+    ROW_SUM_FEW_WARPS,
+    ROW_SUM_TILE_BODY,
+    ROW_SUM_TILE_MIN_ROWS_PER_SM,
+    SOFTMAX_FAST_LOOP_CANDIDATES,
+    SOFTMAX_LOOP_L2X,
+    SOFTMAX_LOOP_WIDE,
+    SOFTMAX_PREFETCH_PER_SM,
+    SOFTMAX_SPLIT_MIN_CHUNKS,
+    UNALIGNED_WARPS,
+)  # fmt: skip
+
 # Measurements behind the thresholds: results/row-tuning-h200/round1_tune.json ("R1") and
 # round2_tune.json ("R2"), H200 sweeps of tuning/row_tune.py (BF16, CUDA-graph replay, inputs
 # rotated past 3x L2, every plan gated against the FP64 reference; TB/s on compulsory bytes),
@@ -78,115 +104,6 @@ RMS_BWD_GROUPS_PER_SM = 1
 # even so (R2 1024x32000 377 us): the backward loops there.
 RMS_BWD_PREFETCH_MAX = 8192
 RMS_BWD_RESIDENT_MAX = 16384
-
-
-# Cooperative plans (block, warps) beyond the resident range: results/rows-wide-h200/wide_r1.json
-# ("W1", tuning/wide_tune.py: BF16, CUDA-graph replay, inputs rotated past 3x L2, FP64-gated).
-# add_rms_norm 4096/4: 3.25-3.63 TB/s at 50257-262144 with 128-667 rows vs 2.35-3.49 for the
-# looped rule (8192/8 within 2% at 128256-131072, 4-22% slower at ragged widths 151936/200003);
-# few rows 128x50257 2.60 vs 1.85 split, 100x65537 2.61 vs 1.52, 64x131072 2.98 vs 2.80, and
-# within 3.5% of split at 16x262144, 32x151936, 2x1048576.
-COOP_RMS = (4096, 4)
-# row_sum 16384/8: 4.01-4.17 TB/s at every width 50257-262144 (looped 4096/8: 3.49-4.32, worst
-# at ragged widths); 128x50257 1.72 vs 0.79 split, 100x65537 1.76 vs 1.28. Needs rows * chunks
-# >= SMs: 2x1048576 split 1.03 vs 0.89.
-COOP_ROW_SUM = (16384, 8)
-# softmax 4096/4 (one exp per element; results/rows-wide-h200/wide_r2.json, "W2", two passes)
-# for fewer rows than SMs: 128x50257 1.93-1.96 vs 1.44 split in W1 (torch 1.61); W1 (two exps)
-# 100x65537 2.00 vs 1.38. Below SM/2 rows: COOP_SOFTMAX_FEW_PER_SM. Many rows of widths past
-# COOP_LOOP_MIN_WIDTH take COOP_SOFTMAX_LOOP instead (S5 below; it replaced W1/W2's coop 4096
-# from 139264 and looped 16384/32 from 98304).
-COOP_SOFTMAX = (4096, 4)
-# rows5 sweep (results/rows5-h200/rows5.json, "S5"; experiments/rows5_sweep.py: BF16,
-# CUDA-graph replay, inputs rotated past 3x L2, FP64-gated; copy ceiling 4.20 TB/s there).
-# Few rows of widths past SPLIT_MIN_WIDTH whose body still fits RESIDENT_MAX: row_sum (rows < SM)
-# one resident program per row at 16 warps: S5 1-64 x 16385 2.9-3.5 us vs 4.4-6.0 split
-# (1.47-1.79x), 99x16385 3.4 vs 4.1 at 8 warps, 1-64 x 32769 3.3-4.0 us vs 5.1-5.4 split
-# (1.47-1.59x); softmax and add_rms_norm (rows < SM/2): cooperative 2048/4 chunks
-# (softmax 64x32769 6.6 us vs 9.0 split, 16x16385 4.9 vs 5.2; add_rms_norm 1x16385 4.5 vs 5.1
-# coop 4096, 4x32769 5.1 vs 5.4; within 2% where 4096 is ahead).
-ROW_SUM_FEW_WARPS = 16
-COOP_FEW_NARROW = (2048, 4)
-# Many softmax rows (>= SM) wider than this: the looped cooperative plan (16384-wide chunks in
-# 4096 slices, evict hints, no pipelining: the pipelined variants were 8-25% slower). S5 at
-# DRAM-bound row counts: 4096x131072 651 us (3.30 TB/s) vs 713 looped, 1024x151936 224 vs 249
-# (coop 4096), 1023x65537 96.0 vs 104.1, 512x131072 88.6 vs 92.9, 256x262144 89.8 vs 99.3,
-# 441x151936 100.9 vs 113.9; 264 rows (inputs that fit L2): 0.97-1.12x the old rule (65537 and
-# 128256 lose 6% / 3% to the looped plan, whose second read then hits L2). At 50257 it ties
-# (1.02x), at 32769 the resident plan is 1.29x faster.
-COOP_LOOP_MIN_WIDTH = 65536
-# Few softmax rows beyond the resident range: cooperative 4096/4 once the rows' chunks give this
-# many programs per SM, else split (two kernels). S5: 16x131072 6.6 us vs 7.1 split,
-# 16x151936 7.5 vs 8.0, 16x262144 8.9 vs 10.4, 64x50257 8.1 vs 11.1; 1-4 rows of 131072-262144
-# split 1.00-1.08x coop.
-COOP_SOFTMAX_FEW_PER_SM = 2
-COOP_SOFTMAX_LOOP = dict(block=16384, num_warps=8, sub=4096, evict=True)
-# The plans grid (results/20261201-153920-plans, 338 cells, docs/plans.md, "G8"): whether a
-# softmax row set beyond the resident range fits the device's L2 (input bytes <= this share of
-# the L2 size, read from the device) decides between the register cooperative plan and the
-# looped one. Inputs that fit L2, rows >= SM: COOP_SOFTMAX (G8 192x50257 21.4 us vs 25.5
-# looped, 192x65536 22.7 vs 28.2, 192x65537 24.6 vs 28.8 for COOP_SOFTMAX_LOOP, 256x65536
-# 28.7 vs 30.1; level at 256-512x50257). Inputs larger than L2, any row count, widths past
-# COOP_LOOP_MIN_WIDTH: COOP_SOFTMAX_LOOP (G8 32-128 x 1048576 1.07-1.19x faster than coop
-# 4096, 128x262144 1.04x). Without a known L2 size the rule is S5's (rows >= SM). (Softmax:
-# superseded by S9 below, whose ex2 kernels changed the balance.)
-# rows9 sweep (results/rows9-h200/rows9.json, "S9"; experiments/rows9_sweep.py: BF16, CUDA-graph
-# replay, inputs rotated past 3x L2, FP64-gated plus special rows; copy ceiling 4.17 TB/s there;
-# 63 cells, widths 32000-262144 incl. 50257, 65537, 100003, 152064, 256000, rows 1 to 8192).
-# The cooperative softmax plans with ex2 exps and a relaxed publish (fast_exp): coop 4096/4
-# fast is best or within 2% in 47 of 63 cells (mean regret 1.4%); the rule below changes the
-# plan in 54 cells, 0.96-1.25x the S5/G8 rule's plan there (two below 1: 16x131072 7.0 us vs
-# 6.8, 1x32000 4.8 vs 4.7), for example 1335x50257 90.6 us vs 113.5 (looped), 264x100003 40.7 vs 48.9, 441x151936 92.0 vs 101.8
-# (looped coop), 64x131072 13.9 vs 15.7 (coop 4096), 16x262144 8.4 vs 9.0, 64x128256 14.0 vs
-# 15.5. The looped cooperative plan (fast) stays where the input is past SOFTMAX_LOOP_L2X x L2
-# (4096x131072, 17x L2: 638 us vs 666 coop 4096 fast, 656 for the old looped coop; 1024x151936 at
-# 5x L2: coop 4096 fast 203 vs 213) or rows wider than SOFTMAX_LOOP_WIDE past L2 (G8's 32-128 x
-# 1048576, not re-measured with fast exps). Few rows (< 2 programs per SM) of at least
-# SOFTMAX_SPLIT_MIN_CHUNKS chunks split (1x131072 5.3 vs 5.4, 1x151936 4.8 vs 5.0, 1x256000
-# 5.0 vs 5.5); shorter rows stay cooperative (1x100003 4.7 vs 5.3 split, 1x65537 4.8 vs 5.4,
-# 1x50257 4.6 vs 5.1, 1x128256 4.8 vs 4.8).
-SOFTMAX_LOOP_L2X = 8
-SOFTMAX_LOOP_WIDE = 262144
-SOFTMAX_SPLIT_MIN_CHUNKS = 32
-# G8 add_rms_norm: with 0.6-1 rows per SM (96 and 128 rows on 132 SMs) whose rows in flight fit
-# RMS_LOOPED_L2_SHARE of L2, one looped program per row (16384/32, 1 per SM, evict hints: the
-# second read hits L2) beats the cooperative chunks: 96x65536 18.3 us vs 20.7, 128x65536 21.7
-# vs 25.0, 128x50257 21.7 vs 23.7, 128x65537 25.9 vs 28.2, 128x128256 39.8 vs 43.0; level at
-# 96x151936; from 64 rows and at 96-128 x 262144 (rows of 512 KB: 50-67 MB in flight) the
-# cooperative plan wins (coop 4096 0-11% ahead).
-RMS_LOOPED_ROWS_PER_SM = 0.6
-RMS_LOOPED_L2_SHARE = 0.75
-# G8 row_sum at 32000 (body 32768): 32 warps beat 16 at every row count (1x32000 4.9 us vs 5.3,
-# 16x 5.2 vs 5.8, 512x 15.4 vs 15.9, 4096x 70.0 vs 70.7).
-ROW_SUM_32K_WARPS = 32
-# G8 softmax, persistent resident body 32768 (SOFTMAX_PREFETCH_MIN_WIDTH): one program per SM
-# beats two at 192-1024 rows (256x32000 14.1 us vs 16.2, 512x32769 25.6 vs 29.2, 1024x32769
-# 43.0 vs 45.2) and ties at 4096x32000 (138.5 vs 138.6).
-SOFTMAX_PREFETCH_PER_SM = 1
-# Unaligned widths (aligned-body path) want fewer warps at the 8192 and 16384 bodies. W2:
-# softmax 8193x8191 4.00 TB/s at 4 warps vs 3.87-3.90 at 8 (R2: aligned 8192-wide bodies keep 8:
-# 5120/7168/8192 at 3.94-3.99 vs 3.88-3.93 at 4); RMSNorm 4096x8191 3.85-3.86 at 8 warps vs
-# 3.68-3.69 at 16, 2047x16385 3.67-3.69 vs 3.41 (R2: aligned widths keep 16, 8 is 0.05 slower).
-UNALIGNED_WARPS = {"softmax": 4, "rms": 8}
-# A cooperative row needs all its programs resident at once (each waits for the others'
-# statistics; one left unscheduled sends the waiting ones, after a bounded spin, to recompute
-# the missing chunks themselves from DRAM). So the rule takes a coop plan only while a row has at
-# most this many programs per SM: 1048576-wide rows (256 chunks of 4096) on 132 SMs qualify;
-# 65 rows of 2^25 (8192 chunks each, found by the GPU indexing test, which then ran for minutes)
-# go to split or looped plans.
-COOP_MAX_CHUNKS_PER_SM = 2
-# rowsum9 sweep (results/rowsum9-h200/rowsum9.json, "S9"; experiments/rowsum9_sweep.py: BF16,
-# CUDA-graph replay, inputs rotated past 3x L2, FP64-gated). row_sum rows whose body is 1024
-# (widths 520-1031), many rows: tiles of two rows (4 warps) instead of one row per program at
-# 2 warps: S9 74898x896 33.4 us vs 49.4 (torch 44.6), 16384x896 10.1 vs 13.6; at 2048 rows
-# (15 per SM) level (4.6 vs 4.3 us, within noise). Narrower bodies were not measured.
-ROW_SUM_TILE_BODY = 1024
-ROW_SUM_TILE_MIN_ROWS_PER_SM = 32
-# Looped cooperative softmax variants the plan grid forces (fields over COOP_SOFTMAX_LOOP; S9:
-# sub=8192 and fma_exp=1 lost in every cell, mean regret 30-34%, so they are not forced).
-SOFTMAX_FAST_LOOP_CANDIDATES = (dict(fast_exp=True),)
-# Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
-COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
 
 
 def _warps(block: int) -> int:
@@ -261,6 +178,10 @@ class RowPlan:
       range fix-ups (the kernels were issue-bound: ~24 instructions per element in the looped
       cooperative kernel on sm_90); cooperative plans also publish their statistics with a
       relaxed atomic (no memory barrier).
+    - ``hold_x``: register cooperative softmax; hold the chunk as loaded (16-bit: half the
+      registers of FP32 exps) across the exchange and compute its exps again after it.
+    - ``nap``: cooperative softmax; nanoseconds of ``nanosleep`` between polls of the slots.
+    - ``maxnreg``: cooperative plans; a register cap for ptxas (0: none), for more programs per SM.
     """
 
     kind: str  # "resident" | "looped" | "split"
@@ -278,6 +199,9 @@ class RowPlan:
     w_early: bool = False
     fma_exp: int = 0
     fast_exp: bool = False
+    hold_x: bool = False
+    nap: int = 0
+    maxnreg: int = 0
 
     def __post_init__(self):
         if self.kind not in ("resident", "looped", "split", "coop"):
@@ -311,6 +235,8 @@ class RowPlan:
             raise ValueError(
                 f"fast_exp needs a coop plan or a persistent resident one, got a {self.kind} plan"
             )
+        if self.hold_x and not (self.kind == "coop" and not self.sub):
+            raise ValueError("hold_x needs a register coop plan (no sub)")
         if not 0 <= self.stages <= 8:
             raise ValueError(f"stages must be 0 (no pipelining) to 8, got {self.stages}")
         if self.num_warps not in (1, 2, 4, 8, 16, 32):
@@ -388,13 +314,16 @@ class RowPlan:
         evict: bool = False,
         fma_exp: int = 0,
         fast_exp: bool = False,
+        hold_x: bool = False,
+        nap: int = 0,
+        maxnreg: int = 0,
     ) -> RowPlan:
         """Cooperative split: ``block``-wide chunks of a row, one program each, the chunk held
         in registers while the row's statistics are exchanged through global memory (softmax
         with ``sub``: the chunk walked in slices twice instead, see the class docstring)."""
         w = num_warps or _softmax_warps(sub or block)
         return RowPlan("coop", block, w, sub=sub, stages=stages, evict=evict, fma_exp=fma_exp,
-                       fast_exp=fast_exp)  # fmt: skip
+                       fast_exp=fast_exp, hold_x=hold_x, nap=nap, maxnreg=maxnreg)  # fmt: skip
 
     @staticmethod
     def split_for(
@@ -430,7 +359,8 @@ class RowPlan:
           rows of body ``ROW_SUM_TILE_BODY`` go two per program from
           ``ROW_SUM_TILE_MIN_ROWS_PER_SM * sm_count`` rows;
         - otherwise cooperative (``coop``), while a row has at most ``COOP_MAX_CHUNKS_PER_SM *
-          sm_count`` chunks: add_rms_norm at any row count; row_sum when its chunks give at
+          sm_count`` chunks: add_rms_norm at any row count (``COOP_RMS_SMALL`` chunks, or
+          ``COOP_RMS`` where those are too many); row_sum when its chunks give at
           least one program per SM; softmax (ex2 exps, ``fast_exp``) with ``COOP_SOFTMAX``
           chunks at any row count, ``COOP_SOFTMAX_LOOP`` (looped chunks, L2 re-read) for rows
           wider than ``COOP_LOOP_MIN_WIDTH`` whose input is past ``SOFTMAX_LOOP_L2X`` x L2 (or
@@ -492,7 +422,9 @@ class RowPlan:
             and in_bytes <= RMS_LOOPED_L2_SHARE * l2_bytes
         ):
             return cls.looped(16384, 32, programs_per_sm=1, evict=True)
-        if op == "rms" and coop_fits(COOP_RMS[0]):  # beyond resident, any row count
+        if op == "rms" and coop_fits(COOP_RMS_SMALL[0]):  # beyond resident, any row count
+            return cls.coop(*COOP_RMS_SMALL)
+        if op == "rms" and coop_fits(COOP_RMS[0]):  # rows of more than 2 x SM chunks of 2048
             return cls.coop(*COOP_RMS)
         if (
             op == "row_sum"

@@ -39,6 +39,7 @@ from ._rows import (
 from .plans import RowPlan
 from .rmsnorm_coop import _rms_coop_loop
 from .rmsnorm_coop import launch_args as coop_loop_args
+from .softmax_coop import reg_cap
 from .work import Work, esize
 
 
@@ -486,7 +487,7 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
         launch(_rms_coop, (rows * g,), x2, r2, weight, y, h, coop_slots(rows, g, x.device),
             xs, rs, rows, eps, coop_spin(), N=n, BLOCK=p.block, G=g,
             GP=triton.next_power_of_2(g), ALIGN=align, S8=s8, W_EARLY=p.w_early,
-            num_warps=p.num_warps,
+            num_warps=p.num_warps, **reg_cap(p),
         )  # fmt: skip
     elif p.kind == "looped":
         grid = (p.programs(rows, device_info(x.device).sm_count),)

@@ -285,6 +285,52 @@ def _coop_chunk(x_ptr, start, xb, blen, ecol, em, j, BLOCK: tl.constexpr, FAST: 
 
 
 @triton.jit
+def bits_f32(x):
+    """A 16-bit float's value in FP32 through its bits for BF16 (a 16-bit shift into the high
+    half), else ``x.to(float32)``. The same value as the conversion, but an expression LLVM does
+    not merge with it: a kernel that converts the held chunk before and after the exchange so
+    keeps the 16-bit values live across it, not the FP32 copies."""
+    if x.dtype == tl.bfloat16:
+        return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        return x.to(tl.float32)
+
+
+@triton.jit
+def bits_f32_asm(x, ASM: tl.constexpr):
+    """``bits_f32`` by inline PTX (a third expression no compiler pass merges with the other
+    two); the interpreter (``ASM`` off) and non-BF16 inputs: ``bits_f32``."""
+    if ASM and x.dtype == tl.bfloat16:
+        b = x.to(tl.int16, bitcast=True).to(tl.int32)
+        return tl.inline_asm_elementwise("shl.b32 $0, $1, 16;", "=r,r", [b], dtype=tl.float32,
+                                         is_pure=True, pack=1)  # fmt: skip
+    else:
+        return bits_f32(x)
+
+
+@triton.jit
+def _coop_chunk_hold(x_ptr, start, xb, blen, ecol, em, j, BLOCK: tl.constexpr, FAST: tl.constexpr,
+                     ASM: tl.constexpr):  # fmt: skip
+    """Chunk ``j`` of a row as loaded (its input dtype: half the registers of FP32 exps for a
+    16-bit input) with its edge (FP32) and (max, sum): the ``hold_x`` plans, which compute the
+    exps again after the exchange (``ex2``, one instruction each)."""
+    idx = j * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + start + idx, mask=idx < blen, other=float("-inf"))
+    xe = tl.load(
+        x_ptr + xb + ecol, mask=em & (ecol < tl.where(j == 0, 1 << 30, 0)), other=float("-inf")
+    ).to(tl.float32)
+    # the max and the sum convert the chunk by different expressions, so neither pass keeps an
+    # FP32 copy of the whole chunk live (each converts an element, uses it and drops it)
+    m = tl.maximum(tl.max(x.to(tl.float32), 0), tl.max(xe, 0))
+    shift = tl.where(m == float("-inf"), 0.0, m)
+    if FAST:  # terms below 2^-126 of the chunk maximum's 1 flush to 0 (ftz): negligible
+        s = tl.sum(ex2((bits_f32(x) - shift) * LOG2E, ASM), 0) + tl.sum(tl.exp(xe - shift), 0)
+    else:
+        s = tl.sum(tl.exp(bits_f32(x) - shift), 0) + tl.sum(tl.exp(xe - shift), 0)
+    return x, xe, m, s
+
+
+@triton.jit
 def _coop_fallback(x_ptr, start, xb, blen, ecol, em, v, G: tl.constexpr, BLOCK: tl.constexpr):
     """Every chunk's (max, sum), computed by this program in slices of BLOCK // 8 (few
     registers: this path runs only when a row-mate is not scheduled within ``spin`` polls; the
@@ -321,6 +367,8 @@ def _softmax_coop(
     S8: tl.constexpr,
     FAST: tl.constexpr = False,
     ASM: tl.constexpr = False,
+    HOLD: tl.constexpr = False,
+    NAP: tl.constexpr = 0,
 ):
     # Cooperative split: program pid takes chunk pid % G of row pid // G and keeps it in
     # registers; it publishes the chunk's (max, sum) as one int64 (never 0: a chunk with a finite
@@ -345,10 +393,13 @@ def _softmax_coop(
         ecol = tl.arange(0, 16)
         em = ecol < 0
         ys = row * N
-    e, ee, m, s = _coop_chunk(x_ptr, start, xb, blen, ecol, em, c, BLOCK, FAST, ASM)
+    if HOLD:  # e: the chunk as loaded (its exps again after the exchange)
+        e, ee, m, s = _coop_chunk_hold(x_ptr, start, xb, blen, ecol, em, c, BLOCK, FAST, ASM)
+    else:
+        e, ee, m, s = _coop_chunk(x_ptr, start, xb, blen, ecol, em, c, BLOCK, FAST, ASM)
     slots = slot_ptr + row * G
     publish(slots + c, pack2(m, s), FAST)
-    v, missing = wait_slots(slots, spin, G, GP)
+    v, missing = wait_slots(slots, spin, G, GP, NAP)
     k = tl.arange(0, GP)
     if missing > 0:  # row-mates not scheduled in time: compute their statistics here
         v = _coop_fallback(x_ptr, start, xb, blen, ecol, em, v, G, BLOCK)
@@ -359,7 +410,18 @@ def _softmax_coop(
     # or NaN when the row's sum is NaN (a NaN elsewhere in the row: the whole row is NaN).
     scale = tl.where(m == float("-inf"), inv * 0.0, tl.exp(m - shift) * inv)
     idx = c * BLOCK + tl.arange(0, BLOCK)
-    if FAST:  # e holds 2^24 exp(x - chunk max): (e * scale) rounds once more only below 2^-126
+    if HOLD and not FAST:
+        y = tl.exp(bits_f32_asm(e, ASM) - shift) * inv
+        ye = (tl.exp(ee - shift) * inv).to(y_ptr.dtype.element_ty)
+    elif HOLD:
+        # y = 2^((x - shift) log2(e) - log2(sum) + 24) * 2^-24 as in the looped kernel's write
+        # pass (an all -inf row: sum 0, exponent -inf, zeros; a NaN sum: NaN)
+        mt = tl.where(k < G, mv, float("-inf"))
+        tot = tl.sum(tl.where(k < G, sv, 0.0) * tl.exp(mt - shift), 0)  # _merge's sum
+        lt = tl.where(tot == 0, float("inf"), tl.log2(tot)) - 24.0
+        y = ex2((bits_f32_asm(e, ASM) - shift) * LOG2E - lt, ASM) * TWO_M24
+        ye = (tl.exp(ee - shift) * inv).to(y_ptr.dtype.element_ty)
+    elif FAST:  # e holds 2^24 exp(x - chunk max): (e * scale) rounds once more only below 2^-126
         y = (e * scale) * TWO_M24
         ye = ((ee * scale) * TWO_M24).to(y_ptr.dtype.element_ty)
     else:
@@ -377,6 +439,11 @@ def use_asm() -> bool:
     return not interpreter_enabled()
 
 
+def reg_cap(p) -> dict:
+    """Launch option of a plan's register cap (``maxnreg``; none when 0)."""
+    return {"maxnreg": p.maxnreg} if p.maxnreg else {}
+
+
 def launch_args(p) -> dict:
     """Compile-time arguments of ``_softmax_coop_loop`` that come from the plan."""
     keep, drop = ("evict_last", "evict_first") if p.evict else ("", "")
@@ -389,6 +456,8 @@ __all__ = [
     "_softmax_coop_loop",
     "launch_args",
     "use_asm",
+    "reg_cap",
+    "bits_f32_asm",
     "ex2",
     "LOG2E",
     "TWO_M24",

@@ -1,0 +1,120 @@
+"""Constants of ``RowPlan.for_shape`` beyond the resident range (cooperative, looped and split
+plans of wide rows, and the row_sum / add_rms_norm refinements measured with them), each with the
+measurement behind it. ``plans.py`` imports every name; read them as ``plans.NAME``.
+"""
+
+# Cooperative plans (block, warps) beyond the resident range: results/rows-wide-h200/wide_r1.json
+# ("W1", tuning/wide_tune.py: BF16, CUDA-graph replay, inputs rotated past 3x L2, FP64-gated).
+# add_rms_norm 4096/4: 3.25-3.63 TB/s at 50257-262144 with 128-667 rows vs 2.35-3.49 for the
+# looped rule (8192/8 within 2% at 128256-131072, 4-22% slower at ragged widths 151936/200003);
+# few rows 128x50257 2.60 vs 1.85 split, 100x65537 2.61 vs 1.52, 64x131072 2.98 vs 2.80, and
+# within 3.5% of split at 16x262144, 32x151936, 2x1048576.
+COOP_RMS = (4096, 4)
+# rows10 round 2 (results/rows10-h200/round2, "R10": cold lane, write+read flush, 30 samples,
+# FP64-gated): add_rms_norm 2048/2 (32 elements a thread, as 4096/4) where a row has at most
+# COOP_MAX_CHUNKS_PER_SM x SM chunks of 2048, else COOP_RMS. 4096x131072 1080.0 / 1078.0 us (two
+# passes) vs 1123.9 / 1127.4 (4096/4), 256x131072 73.0 vs 76.3, 667x50257 80.0 vs 82.3; level
+# (within 1.2%) at 220x151936 73.5 vs 72.9, 512x65537 78.4 vs 78.6, 128x262144 74.6 vs 74.3,
+# 16x262144 16.0 vs 15.8, 64x131072 23.2 vs 23.3. (8192/4 was 4.6-5.1% ahead at 4096x131072 but
+# 2.3-3.7% behind at 50257, 151936, 262144; 8192/8, 16384/8-16 and looped chunks lost more.)
+COOP_RMS_SMALL = (2048, 2)
+# row_sum 16384/8: 4.01-4.17 TB/s at every width 50257-262144 (looped 4096/8: 3.49-4.32, worst
+# at ragged widths); 128x50257 1.72 vs 0.79 split, 100x65537 1.76 vs 1.28. Needs rows * chunks
+# >= SMs: 2x1048576 split 1.03 vs 0.89.
+COOP_ROW_SUM = (16384, 8)
+# softmax 4096/4 (one exp per element; results/rows-wide-h200/wide_r2.json, "W2", two passes)
+# for fewer rows than SMs: 128x50257 1.93-1.96 vs 1.44 split in W1 (torch 1.61); W1 (two exps)
+# 100x65537 2.00 vs 1.38. Below SM/2 rows: COOP_SOFTMAX_FEW_PER_SM. Many rows of widths past
+# COOP_LOOP_MIN_WIDTH take COOP_SOFTMAX_LOOP instead (S5 below; it replaced W1/W2's coop 4096
+# from 139264 and looped 16384/32 from 98304).
+COOP_SOFTMAX = (4096, 4)
+# rows5 sweep (results/rows5-h200/rows5.json, "S5"; experiments/rows5_sweep.py: BF16,
+# CUDA-graph replay, inputs rotated past 3x L2, FP64-gated; copy ceiling 4.20 TB/s there).
+# Few rows of widths past SPLIT_MIN_WIDTH whose body still fits RESIDENT_MAX: row_sum (rows < SM)
+# one resident program per row at 16 warps: S5 1-64 x 16385 2.9-3.5 us vs 4.4-6.0 split
+# (1.47-1.79x), 99x16385 3.4 vs 4.1 at 8 warps, 1-64 x 32769 3.3-4.0 us vs 5.1-5.4 split
+# (1.47-1.59x); softmax and add_rms_norm (rows < SM/2): cooperative 2048/4 chunks
+# (softmax 64x32769 6.6 us vs 9.0 split, 16x16385 4.9 vs 5.2; add_rms_norm 1x16385 4.5 vs 5.1
+# coop 4096, 4x32769 5.1 vs 5.4; within 2% where 4096 is ahead).
+ROW_SUM_FEW_WARPS = 16
+COOP_FEW_NARROW = (2048, 4)
+# Many softmax rows (>= SM) wider than this: the looped cooperative plan (16384-wide chunks in
+# 4096 slices, evict hints, no pipelining: the pipelined variants were 8-25% slower). S5 at
+# DRAM-bound row counts: 4096x131072 651 us (3.30 TB/s) vs 713 looped, 1024x151936 224 vs 249
+# (coop 4096), 1023x65537 96.0 vs 104.1, 512x131072 88.6 vs 92.9, 256x262144 89.8 vs 99.3,
+# 441x151936 100.9 vs 113.9; 264 rows (inputs that fit L2): 0.97-1.12x the old rule (65537 and
+# 128256 lose 6% / 3% to the looped plan, whose second read then hits L2). At 50257 it ties
+# (1.02x), at 32769 the resident plan is 1.29x faster.
+COOP_LOOP_MIN_WIDTH = 65536
+# Few softmax rows beyond the resident range: cooperative 4096/4 once the rows' chunks give this
+# many programs per SM, else split (two kernels). S5: 16x131072 6.6 us vs 7.1 split,
+# 16x151936 7.5 vs 8.0, 16x262144 8.9 vs 10.4, 64x50257 8.1 vs 11.1; 1-4 rows of 131072-262144
+# split 1.00-1.08x coop.
+COOP_SOFTMAX_FEW_PER_SM = 2
+COOP_SOFTMAX_LOOP = dict(block=16384, num_warps=8, sub=4096, evict=True)
+# The plans grid (results/20261201-153920-plans, 338 cells, docs/plans.md, "G8"): whether a
+# softmax row set beyond the resident range fits the device's L2 (input bytes <= this share of
+# the L2 size, read from the device) decides between the register cooperative plan and the
+# looped one. Inputs that fit L2, rows >= SM: COOP_SOFTMAX (G8 192x50257 21.4 us vs 25.5
+# looped, 192x65536 22.7 vs 28.2, 192x65537 24.6 vs 28.8 for COOP_SOFTMAX_LOOP, 256x65536
+# 28.7 vs 30.1; level at 256-512x50257). Inputs larger than L2, any row count, widths past
+# COOP_LOOP_MIN_WIDTH: COOP_SOFTMAX_LOOP (G8 32-128 x 1048576 1.07-1.19x faster than coop
+# 4096, 128x262144 1.04x). Without a known L2 size the rule is S5's (rows >= SM). (Softmax:
+# superseded by S9 below, whose ex2 kernels changed the balance.)
+# rows9 sweep (results/rows9-h200/rows9.json, "S9"; experiments/rows9_sweep.py: BF16, CUDA-graph
+# replay, inputs rotated past 3x L2, FP64-gated plus special rows; copy ceiling 4.17 TB/s there;
+# 63 cells, widths 32000-262144 incl. 50257, 65537, 100003, 152064, 256000, rows 1 to 8192).
+# The cooperative softmax plans with ex2 exps and a relaxed publish (fast_exp): coop 4096/4
+# fast is best or within 2% in 47 of 63 cells (mean regret 1.4%); the rule below changes the
+# plan in 54 cells, 0.96-1.25x the S5/G8 rule's plan there (two below 1: 16x131072 7.0 us vs
+# 6.8, 1x32000 4.8 vs 4.7), for example 1335x50257 90.6 us vs 113.5 (looped), 264x100003 40.7 vs 48.9, 441x151936 92.0 vs 101.8
+# (looped coop), 64x131072 13.9 vs 15.7 (coop 4096), 16x262144 8.4 vs 9.0, 64x128256 14.0 vs
+# 15.5. The looped cooperative plan (fast) stays where the input is past SOFTMAX_LOOP_L2X x L2
+# (4096x131072, 17x L2: 638 us vs 666 coop 4096 fast, 656 for the old looped coop; 1024x151936 at
+# 5x L2: coop 4096 fast 203 vs 213) or rows wider than SOFTMAX_LOOP_WIDE past L2 (G8's 32-128 x
+# 1048576, not re-measured with fast exps). Few rows (< 2 programs per SM) of at least
+# SOFTMAX_SPLIT_MIN_CHUNKS chunks split (1x131072 5.3 vs 5.4, 1x151936 4.8 vs 5.0, 1x256000
+# 5.0 vs 5.5); shorter rows stay cooperative (1x100003 4.7 vs 5.3 split, 1x65537 4.8 vs 5.4,
+# 1x50257 4.6 vs 5.1, 1x128256 4.8 vs 4.8).
+SOFTMAX_LOOP_L2X = 8
+SOFTMAX_LOOP_WIDE = 262144
+SOFTMAX_SPLIT_MIN_CHUNKS = 32
+# G8 add_rms_norm: with 0.6-1 rows per SM (96 and 128 rows on 132 SMs) whose rows in flight fit
+# RMS_LOOPED_L2_SHARE of L2, one looped program per row (16384/32, 1 per SM, evict hints: the
+# second read hits L2) beats the cooperative chunks: 96x65536 18.3 us vs 20.7, 128x65536 21.7
+# vs 25.0, 128x50257 21.7 vs 23.7, 128x65537 25.9 vs 28.2, 128x128256 39.8 vs 43.0; level at
+# 96x151936; from 64 rows and at 96-128 x 262144 (rows of 512 KB: 50-67 MB in flight) the
+# cooperative plan wins (coop 4096 0-11% ahead).
+RMS_LOOPED_ROWS_PER_SM = 0.6
+RMS_LOOPED_L2_SHARE = 0.75
+# G8 row_sum at 32000 (body 32768): 32 warps beat 16 at every row count (1x32000 4.9 us vs 5.3,
+# 16x 5.2 vs 5.8, 512x 15.4 vs 15.9, 4096x 70.0 vs 70.7).
+ROW_SUM_32K_WARPS = 32
+# G8 softmax, persistent resident body 32768 (SOFTMAX_PREFETCH_MIN_WIDTH): one program per SM
+# beats two at 192-1024 rows (256x32000 14.1 us vs 16.2, 512x32769 25.6 vs 29.2, 1024x32769
+# 43.0 vs 45.2) and ties at 4096x32000 (138.5 vs 138.6).
+SOFTMAX_PREFETCH_PER_SM = 1
+# Unaligned widths (aligned-body path) want fewer warps at the 8192 and 16384 bodies. W2:
+# softmax 8193x8191 4.00 TB/s at 4 warps vs 3.87-3.90 at 8 (R2: aligned 8192-wide bodies keep 8:
+# 5120/7168/8192 at 3.94-3.99 vs 3.88-3.93 at 4); RMSNorm 4096x8191 3.85-3.86 at 8 warps vs
+# 3.68-3.69 at 16, 2047x16385 3.67-3.69 vs 3.41 (R2: aligned widths keep 16, 8 is 0.05 slower).
+UNALIGNED_WARPS = {"softmax": 4, "rms": 8}
+# A cooperative row needs all its programs resident at once (each waits for the others'
+# statistics; one left unscheduled sends the waiting ones, after a bounded spin, to recompute
+# the missing chunks themselves from DRAM). So the rule takes a coop plan only while a row has at
+# most this many programs per SM: 1048576-wide rows (256 chunks of 4096) on 132 SMs qualify;
+# 65 rows of 2^25 (8192 chunks each, found by the GPU indexing test, which then ran for minutes)
+# go to split or looped plans.
+COOP_MAX_CHUNKS_PER_SM = 2
+# rowsum9 sweep (results/rowsum9-h200/rowsum9.json, "S9"; experiments/rowsum9_sweep.py: BF16,
+# CUDA-graph replay, inputs rotated past 3x L2, FP64-gated). row_sum rows whose body is 1024
+# (widths 520-1031), many rows: tiles of two rows (4 warps) instead of one row per program at
+# 2 warps: S9 74898x896 33.4 us vs 49.4 (torch 44.6), 16384x896 10.1 vs 13.6; at 2048 rows
+# (15 per SM) level (4.6 vs 4.3 us, within noise). Narrower bodies were not measured.
+ROW_SUM_TILE_BODY = 1024
+ROW_SUM_TILE_MIN_ROWS_PER_SM = 32
+# Looped cooperative softmax variants the plan grid forces (fields over COOP_SOFTMAX_LOOP; S9:
+# sub=8192 and fma_exp=1 lost in every cell, mean regret 30-34%, so they are not forced).
+SOFTMAX_FAST_LOOP_CANDIDATES = (dict(fast_exp=True),)
+# Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
+COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
