@@ -1,0 +1,19 @@
+#!/bin/bash
+# rowsum10 GPU round 1: experiments/rowsum10_sweep.py (Inductor code dumps + plan sweep, two
+# cold lanes). Everything goes to $OUT; a short summary to stdout.
+export PYTHONUNBUFFERED=1
+B=${BUDGET:-70}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$OUT/nvsmi_before.csv" 2>&1
+export TORCHINDUCTOR_CACHE_DIR=/tmp/rowsum10_ind_cache
+timeout $((B - 5)) env PYTHONPATH=src python3 experiments/rowsum10_sweep.py --out "$OUT" \
+  --budget $((B - 13)) --compile-share 0.6 --workers 8 > "$OUT/sweep_stdout.txt" 2>&1
+echo "sweep rc=$?"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$OUT/nvsmi_after.csv" 2>&1
+grep -E "torch.compile|compile phase|copy ceiling|FAIL|ERR|budget|total" "$OUT/sweep_log.txt" | head -40
+grep -E "^==|dirty (rule |compile|torch )" "$OUT/summary.txt" | head -60
+du -sk "$TORCHINDUCTOR_CACHE_DIR" 2>/dev/null
+tar czf "$OUT/ind_cache.tgz" -C /tmp rowsum10_ind_cache 2>/dev/null
+if [ "$(stat -c %s "$OUT/ind_cache.tgz" 2>/dev/null || echo 0)" -gt 2500000 ]; then
+  ls -l "$OUT/ind_cache.tgz"; rm -f "$OUT/ind_cache.tgz"
+fi
+ls -l "$OUT" | head -20
