@@ -296,13 +296,19 @@ def _row_sum_finish(part_ptr, y_ptr, n_chunks, SPLIT_PAD: tl.constexpr):
     tl.store(y_ptr + row, tl.sum(p, 0).to(y_ptr.dtype.element_ty))
 
 
-# Counters of the last-arriver cooperative kernel: one int32 per row, cached per (device,
-# stream) and registered as a launcher workspace (the replay passes it as a constant pointer);
-# the last program of a row resets its counter, so the buffer stays zero between calls. More
-# rows than this, or tracing, take a fresh zeroed tensor.
-ARRIVE_MAX_ROWS = 1 << 16
+# Counters of the last-arriver cooperative kernel: one int32 per row, zeroed once and reset by
+# each row's last program, so nothing is zeroed per call. Cached per (device, stream) (two
+# launches on one stream never overlap) for up to ARRIVE_MAX_STREAMS streams and registered as
+# launcher workspaces (a replay passes one as a constant pointer). A stream first seen while
+# it captures a CUDA graph (torch.cuda.graph's own capture stream) takes a spare buffer zeroed
+# before, so the graph holds no zeroing launch. Tracing, more rows than ARRIVE_MAX_ROWS, more
+# streams, or no spare left: a fresh zeroed tensor for the launch.
+ARRIVE_MAX_ROWS = 1 << 14
+ARRIVE_MAX_STREAMS = 16
+ARRIVE_SPARES = 2
 COOP_ARRIVE = True  # rowsum10 experiment switch: last-arriver (True) or waiting (False) coop
 _COUNTERS: dict = {}
+_SPARES: dict = {}
 
 
 def _arrive_counters(x: torch.Tensor, rows: int) -> torch.Tensor:
@@ -311,12 +317,27 @@ def _arrive_counters(x: torch.Tensor, rows: int) -> torch.Tensor:
 
     if rows > ARRIVE_MAX_ROWS or _tracing(x):
         return torch.zeros(rows, dtype=torch.int32, device=x.device)
-    stream = torch.cuda.current_stream(x.device).cuda_stream if x.device.type == "cuda" else 0
+    cuda = x.device.type == "cuda"
+    stream = torch.cuda.current_stream(x.device).cuda_stream if cuda else 0
     key = (str(x.device), stream)
     buf = _COUNTERS.get(key)
-    if buf is None:
-        buf = _COUNTERS[key] = torch.zeros(ARRIVE_MAX_ROWS, dtype=torch.int32, device=x.device)
-        _launch.WORKSPACES[buf.data_ptr()] = stream
+    if buf is not None:
+        return buf
+    if len(_COUNTERS) >= ARRIVE_MAX_STREAMS:
+        return torch.zeros(rows, dtype=torch.int32, device=x.device)
+    spares = _SPARES.setdefault(key[0], [])
+    if cuda and torch.cuda.is_current_stream_capturing():
+        if not spares:
+            return torch.zeros(rows, dtype=torch.int32, device=x.device)  # captured zeroing
+        buf = spares.pop()
+    else:
+        while len(spares) < ARRIVE_SPARES:
+            spares.append(torch.zeros(ARRIVE_MAX_ROWS, dtype=torch.int32, device=x.device))
+        buf = torch.zeros(ARRIVE_MAX_ROWS, dtype=torch.int32, device=x.device)
+        if cuda:  # the spares may serve other streams later: zeroed before anything else runs
+            torch.cuda.current_stream(x.device).synchronize()
+    _COUNTERS[key] = buf
+    _launch.WORKSPACES[buf.data_ptr()] = stream
     return buf
 
 
