@@ -53,6 +53,43 @@ def contract(x):
     return x.float().sum(-1).to(x.dtype)
 
 
+SET = "r1"
+
+
+def alternatives(rows, n):
+    """Round 2: plans timed beside the new rule (filled from round 1)."""
+    return []
+
+
+def old_rule(rows, n, sm):
+    """main's RowPlan.for_shape(op="row_sum") as of 37e826a (session 9), written out so the
+    sweep can time it beside the new rule in one process (checked equal on a grid of shapes
+    against main's plans.py on the CPU); with ``arrive=False`` it runs main's kernels."""
+    from warpgauge.kernels.plans import RowPlan as P
+    from warpgauge.kernels.plans import _softmax_warps, body_block
+
+    b = body_block(n)
+    few = rows < sm
+    if b == 32768:
+        return P.resident(n, num_warps=32)
+    if few and n > 16384 and b <= 32768:
+        return P.resident(n, num_warps=16)
+    if b <= 32768:
+        if b == 1024 and rows >= 32 * sm:
+            return P.resident(n, rows=2, num_warps=4)
+        return P.resident(n, num_warps=_softmax_warps(b))
+    chunks = triton_cdiv(n, 16384)
+    if rows * chunks >= sm and chunks <= 2 * sm:
+        return P.coop(16384, 8)
+    if few:
+        return P.split_for(rows, n, sm)
+    return P.looped()
+
+
+def triton_cdiv(a, b):
+    return -(-a // b)
+
+
 def plans(rows, n, smoke=False):
     """[(label, plan, arrive)]: the rule first, then forced plans (same set for every row count
     of a width, so compiles are shared)."""
@@ -60,6 +97,10 @@ def plans(rows, n, smoke=False):
     from warpgauge.kernels.plans import _softmax_warps, body_block
 
     rule = P.for_shape(rows, n, SM, "row_sum", L2, 2)
+    if SET == "r2":  # round 2: the new rule, main's rule on main's kernels, a few alternatives
+        out = [("new", rule, True), ("old", old_rule(rows, n, SM), False)]
+        out += [(lab, p, arr) for lab, p, arr in alternatives(rows, n) if p != rule]
+        return out
     out = [("rule", rule, True), ("rule_wait", rule, False), ("rule_ev", replace(rule, evict=True), True)]
     b = body_block(n)
     if smoke:
@@ -122,9 +163,9 @@ def warm_one(job):
         return job_key(n, plan, arrive), f"{type(e).__name__}: {e}"[:300]
 
 
-def _init_worker(sm, l2, dev):
-    global SM, L2, DEV
-    SM, L2, DEV = sm, l2, dev
+def _init_worker(sm, l2, dev, set_="r1"):
+    global SM, L2, DEV, SET
+    SM, L2, DEV, SET = sm, l2, dev, set_
     if dev == "cuda":
         torch.cuda.init()
 
@@ -293,7 +334,7 @@ def run_shape(rows, n, lanes, compiled_keys, samples, log, smoke):
 
 
 def main():
-    global SM, L2, DEV
+    global SM, L2, DEV, SET
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget", type=float, default=60.0)
@@ -302,7 +343,9 @@ def main():
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--set", default="r1", choices=["r1", "r2"])
     a = ap.parse_args()
+    SET = a.set
     t0 = time.time()
     os.makedirs(os.path.join(a.out, "inductor"), exist_ok=True)
     logf = open(os.path.join(a.out, "sweep_log.txt"), "a")
@@ -335,7 +378,7 @@ def main():
         lg.setLevel(logging.DEBUG)
         lg.addHandler(hl)
         pool = mp.get_context("spawn").Pool(a.workers, initializer=_init_worker,
-                                            initargs=(SM, L2, DEV))  # fmt: skip
+                                            initargs=(SM, L2, DEV, SET))  # fmt: skip
         it = pool.imap_unordered(warm_one, list(jobs.values()))
         cdl = t0 + a.compile_share * a.budget
         if not a.no_compile:
