@@ -304,7 +304,7 @@ def _row_sum_finish(part_ptr, y_ptr, n_chunks, SPLIT_PAD: tl.constexpr):
 # before, so the graph holds no zeroing launch. Tracing, more rows than ARRIVE_MAX_ROWS, more
 # streams, or no spare left: a fresh zeroed tensor for the launch.
 ARRIVE_MAX_ROWS = 1 << 14
-ARRIVE_MAX_STREAMS = 16
+ARRIVE_MAX_STREAMS = 64  # torch.cuda.Stream() draws from a pool of 32 per priority
 ARRIVE_SPARES = 2
 COOP_ARRIVE = True  # rowsum10 experiment switch: last-arriver (True) or waiting (False) coop
 _COUNTERS: dict = {}
