@@ -15,7 +15,7 @@ echo "sweep rc=$?"
 wait $TPID; tail -n 15 "$OUT/gpu_tests.txt"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$OUT/nvsmi_after.csv" 2>&1
 grep -E "torch.compile|compile phase|copy ceiling|FAIL|ERR|budget|total" "$OUT/sweep_log.txt" | head -40
-grep -E "^==|dirty (rule |compile|torch )" "$OUT/summary.txt" | head -60
+grep -E "^==| (dirty|clean) +(rule|rule_ev|public|compile|compile_ma|torch) " "$OUT/summary.txt" | head -150
 du -sk "$TORCHINDUCTOR_CACHE_DIR" 2>/dev/null
 tar czf "$OUT/ind_cache.tgz" -C /tmp rowsum10_ind_cache 2>/dev/null
 if [ "$(stat -c %s "$OUT/ind_cache.tgz" 2>/dev/null || echo 0)" -gt 2500000 ]; then
