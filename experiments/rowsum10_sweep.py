@@ -12,8 +12,11 @@ before the start event):
 Providers per shape: ``torch`` (``x.float().sum(-1).to(dtype)``, the harness baseline),
 ``native`` (``torch.sum(x, -1, out=)``), ``compile`` / ``compile_ma`` (the harness's compile
 target, ``fullgraph=True, dynamic=False``; only where the compile finished in the compile
-phase), the rule's plan and forced plans (``evict``: x read with ``evict_first``; ``arrive``:
-the last-arriver cooperative kernel, else the waiting one). Every provider is gated against the
+phase), ``public`` (``warpgauge.row_sum``, captured as the harness captures), the rule's plan
+and forced plans (``_ev``: x read with ``evict_first``; round 1's ``arrive`` flag chose a
+last-arriver cooperative kernel, removed after round 1; ``--set r2``: ``new`` = the checkout's
+rule, ``old`` = main's rule on main's kernels, ``new_flip_ev`` = the rule's plan with the other
+eviction choice, plus a few alternatives). Every provider is gated against the
 FP64 reference on the whole input with NaN-filled output memory before timing, and the graph's
 output is gated again after timing. Median of ``--samples`` samples per lane, providers in a
 rotated order per round, lanes alternating within a round. SM count and L2 size come from the
@@ -27,7 +30,6 @@ launch configs (block sizes, warps) to ``OUT/inductor/configs.json``.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import logging
 import multiprocessing as mp
@@ -46,6 +48,23 @@ EXTRA = [(8192, 4096), (128, 131072), (16384, 4097), (1024, 8192), (256, 131072)
 COMPILE_ORDER = [(16384, 4096), (64, 131072), (1024, 151936), (100, 65537), (32768, 8192),
                  (8192, 32000), (512, 4097), (4, 32769), (32, 127), (128, 131072), (8192, 4096)]  # fmt: skip
 MODES = {"compile": "default", "compile_ma": "max-autotune-no-cudagraphs"}
+# Round 2: the suite's shapes and round 1's neighbours first, then cells outside round 1's data
+# (the eviction limit at 4.3x and 8.5x L2 at width 4096 and 4.2x at 32000; the looped range at
+# 128256 and, past it, 151936).
+R2_SHAPES = [(16384, 4096), (64, 131072), (1024, 151936), (100, 65537), (32768, 8192),
+             (8192, 32000), (512, 4097), (4, 32769), (32, 127), (8192, 4096), (16384, 4097),
+             (128, 131072), (256, 131072), (32768, 4096), (65536, 4096), (4096, 32000),
+             (128, 128256), (64, 151936)]  # fmt: skip
+# torch.compile order in round 2 (each (shape, mode) while the compile phase lasts)
+R2_COMPILE = [((16384, 4096), "max-autotune-no-cudagraphs"), ((64, 131072), "max-autotune-no-cudagraphs"),
+              ((16384, 4096), "default"), ((64, 131072), "default"),
+              ((1024, 151936), "max-autotune-no-cudagraphs"), ((1024, 151936), "default"),
+              ((100, 65537), "max-autotune-no-cudagraphs"), ((100, 65537), "default"),
+              ((32768, 8192), "max-autotune-no-cudagraphs"), ((8192, 32000), "max-autotune-no-cudagraphs"),
+              ((32768, 8192), "default"), ((8192, 32000), "default"),
+              ((512, 4097), "max-autotune-no-cudagraphs"), ((512, 4097), "default"),
+              ((4, 32769), "max-autotune-no-cudagraphs"), ((4, 32769), "default"),
+              ((32, 127), "max-autotune-no-cudagraphs"), ((32, 127), "default")]  # fmt: skip
 SM, L2, DEV = 132, 60 << 20, "cuda"
 
 
@@ -57,14 +76,24 @@ SET = "r1"
 
 
 def alternatives(rows, n):
-    """Round 2: plans timed beside the new rule (filled from round 1)."""
-    return []
+    """Round 2: plans timed beside the new rule and main's (from round 1's leaders)."""
+    from warpgauge.kernels.plans import RowPlan as P
+
+    from warpgauge.kernels.plans import body_block
+
+    out = []
+    if n == 4096:
+        out.append(("res4096/4_ev", P("resident", 4096, 4, evict=True)))
+    if body_block(n) > 32768:
+        out.append(("loop8192/16_ev", P.looped(8192, 16, evict=True)))
+        out.append(("coop16384/8_ev", P.coop(16384, 8, evict=True)))
+    return out
 
 
 def old_rule(rows, n, sm):
     """main's RowPlan.for_shape(op="row_sum") as of 37e826a (session 9), written out so the
     sweep can time it beside the new rule in one process (checked equal on a grid of shapes
-    against main's plans.py on the CPU); with ``arrive=False`` it runs main's kernels."""
+    against main's plans.py on the CPU); round 2 runs it on main's kernels."""
     from warpgauge.kernels.plans import RowPlan as P
     from warpgauge.kernels.plans import _softmax_warps, body_block
 
@@ -98,8 +127,9 @@ def plans(rows, n, smoke=False):
 
     rule = P.for_shape(rows, n, SM, "row_sum", L2, 2)
     if SET == "r2":  # round 2: the new rule, main's rule on main's kernels, a few alternatives
-        out = [("new", rule, True), ("old", old_rule(rows, n, SM), False)]
-        out += [(lab, p, arr) for lab, p, arr in alternatives(rows, n) if p != rule]
+        out = [("new", rule, True), ("old", ("main", old_rule(rows, n, SM)), True),
+               ("new_flip_ev", replace(rule, evict=not rule.evict), True)]  # fmt: skip
+        out += [(lab, p, True) for lab, p in alternatives(rows, n) if p != rule]
         return out
     out = [("rule", rule, True), ("rule_wait", rule, False), ("rule_ev", replace(rule, evict=True), True)]
     b = body_block(n)
@@ -136,19 +166,24 @@ def plans(rows, n, smoke=False):
 
 
 def call_plan(x, plan, arrive):
-    """The launcher as an eager public call runs it: wrap-triton dispatch off (so the cooperative
-    kernel takes its cached counters, not a zeroed tensor per call as while tracing)."""
+    """The launcher as an eager public call runs it (wrap-triton dispatch off). ``arrive``
+    (round 1: the last-arriver cooperative kernel of 1216840, since removed) is ignored now;
+    ``plan`` may be ("main", plan): main's kernels (experiments/rowsum10_main_row_sum.py)."""
     from warpgauge._eager import _unwrapped
     from warpgauge.kernels import row_sum as k
 
-    k.COOP_ARRIVE = arrive
+    if isinstance(plan, tuple):
+        import rowsum10_main_row_sum as main_k
+
+        return _unwrapped(main_k.row_sum, x, None, plan[1])
     return _unwrapped(k.row_sum, x, None, plan)
 
 
 def job_key(n, plan, arrive):
-    if plan.kind == "split":
-        plan = replace(plan, split=1)
-    return (n, repr(plan), bool(arrive) if plan.kind == "coop" else True)
+    if isinstance(plan, tuple):
+        return (n, "main", job_key(n, plan[1], arrive))
+    plan = replace(plan, split=1, evict=False)  # split count and evict: runtime arguments
+    return (n, repr(plan), True)
 
 
 def warm_one(job):
@@ -174,12 +209,6 @@ def _init_worker(sm, l2, dev, set_="r1"):
 _COMPILED: dict = {}
 
 
-def autotuners():
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
-    return {id(o): o for o in gc.get_objects() if isinstance(o, CachingAutotuner)}
-
-
 def compile_shape(rows, n, mode, out_dir, configs):
     from unittest import mock
 
@@ -191,21 +220,14 @@ def compile_shape(rows, n, mode, out_dir, configs):
         kw["mode"] = mode
     f = torch.compile(contract, **kw)
     codes = []
-    before = set(autotuners())
     with mock.patch.object(GraphLowering, "save_output_code", lambda code: codes.append(code)):
         f(x)
-        torch.cuda.synchronize()
+        if DEV == "cuda":
+            torch.cuda.synchronize()
     tag = f"{'ma' if mode != 'default' else 'default'}_{rows}x{n}"
     with open(os.path.join(out_dir, f"{tag}.py"), "w") as fh:
         fh.write("\n\n# ----\n".join(codes))
-    for i, o in autotuners().items():
-        if i in before:
-            continue
-        configs.setdefault(tag, []).append(dict(
-            kernel=o.fn.__name__, n_configs=len(o.configs),
-            chosen=[str(l.config) for l in o.launchers],
-            n_regs=[getattr(l, "n_regs", None) for l in o.launchers],
-            size_hints=str(getattr(o, "size_hints", None))))  # fmt: skip
+    configs[tag] = len(codes)  # the launch configs Inductor picked: autotune.log
     _COMPILED[(rows, n, mode)] = f
     return f
 
@@ -292,6 +314,13 @@ def run_shape(rows, n, lanes, compiled_keys, samples, log, smoke):
             y0 = make(x)().clone()
             same = all(torch.equal(make(v)().clone(), -y0 if v is xn else y0) for v in (xn, x, xn, x))
             err = max(e1, e2)
+            if name in ("new", "public"):  # strided rows (a slice of wider rows), not timed
+                xs = torch.randn((min(rows, 2048), n + 5), device=DEV, generator=g)
+                xs = xs.mul_(3.0).to(torch.bfloat16)[:, 3 : 3 + n]
+                es, _ = gate(make(xs), xs, row_sum_ref(xs))
+                rec["gate_strided"] = es
+                err = max(err, es)
+                del xs
             rec.update(gate=err, poisoned=poisoned, repeat_identical=same)
             if err > 1:
                 rec["err"] = f"gate failed {err:.3g}"
@@ -371,6 +400,8 @@ def main():
         first = [(16384, 4096), (64, 131072), (1024, 151936), (32768, 8192), (8192, 32000),
                  (100, 65537), (8192, 4096), (128, 131072)]  # timed first (the budget cuts the end)
         shapes = first + [c for c in SUITE + EXTRA if c not in first]
+        if SET == "r2":
+            shapes = R2_SHAPES
     log(f"SM={SM} L2={L2 >> 20} MiB shapes={len(shapes)}")
     jobs = {}
     for rows, n in shapes:
@@ -388,9 +419,10 @@ def main():
         it = pool.imap_unordered(warm_one, list(jobs.values()))
         cdl = t0 + a.compile_share * a.budget
         if not a.no_compile:
-            for rows, n in COMPILE_ORDER:
-                for mode in MODES.values():
-                    if time.time() > cdl - (4 if mode == "default" else 8):
+            order = R2_COMPILE if SET == "r2" else [(c, m) for c in COMPILE_ORDER for m in MODES.values()]
+            for (rows, n), mode in order:
+                if True:
+                    if time.time() > cdl - (3 if mode == "default" else 6):
                         continue
                     t1 = time.time()
                     try:
@@ -426,20 +458,6 @@ def main():
         meta.update(device=torch.cuda.get_device_name(0), triton=triton.__version__)
         lanes = Lanes()
         burst(200)
-        src = torch.empty(256 << 20, dtype=torch.bfloat16, device=DEV)
-        dst = torch.empty_like(src)
-        gr, _ = capture(lambda: dst.copy_(src))
-        e0, e1 = torch.cuda.Event(True), torch.cuda.Event(True)
-        ts = []
-        for _ in range(5):
-            e0.record()
-            gr.replay()
-            e1.record()
-            torch.cuda.synchronize()
-            ts.append(e0.elapsed_time(e1) / 1e3)
-        meta["copy_tbps"] = 2 * src.numel() * 2 / statistics.median(ts) / 1e12
-        log(f"copy ceiling {meta['copy_tbps']:.2f} TB/s")
-        del src, dst, gr
     for rows, n in shapes:
         if time.time() - t0 > a.budget:
             log("budget reached")
@@ -449,6 +467,22 @@ def main():
             json.dump(dict(meta, results=results), fh, indent=0)
         os.replace(os.path.join(a.out, "rowsum10.json.tmp"), os.path.join(a.out, "rowsum10.json"))
         log(f"{rows}x{n} done")
+    if DEV == "cuda":  # this run's copy ceiling (0.7 GiB, read + write), clocks up by now
+        src = torch.empty(int(0.35 * (1 << 30)) // 2, dtype=torch.bfloat16, device=DEV)
+        dst = torch.empty_like(src)
+        gr, _ = capture(lambda: dst.copy_(src))
+        e0, e1 = torch.cuda.Event(True), torch.cuda.Event(True)
+        ts = []
+        for _ in range(10):
+            e0.record()
+            gr.replay()
+            e1.record()
+            torch.cuda.synchronize()
+            ts.append(e0.elapsed_time(e1) / 1e3)
+        meta["copy_tbps"] = 2 * src.numel() * 2 / statistics.median(ts) / 1e12
+        log(f"copy ceiling {meta['copy_tbps']:.2f} TB/s (after the cells)")
+        with open(os.path.join(a.out, "rowsum10.json"), "w") as fh:
+            json.dump(dict(meta, results=results), fh, indent=0)
     text = summary(results, meta.get("copy_tbps"))
     with open(os.path.join(a.out, "summary.txt"), "w") as fh:
         fh.write(text + "\n")
