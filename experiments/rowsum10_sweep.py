@@ -78,7 +78,6 @@ SET = "r1"
 def alternatives(rows, n):
     """Round 2: plans timed beside the new rule and main's (from round 1's leaders)."""
     from warpgauge.kernels.plans import RowPlan as P
-
     from warpgauge.kernels.plans import body_block
 
     out = []
@@ -356,7 +355,7 @@ def run_shape(rows, n, lanes, compiled_keys, samples, log, smoke):
     nbytes = 2 * rows * n + 2 * rows
     from warpgauge.reference import compare
 
-    for nm, gr, y in graphs:
+    for nm, _gr, y in graphs:
         cc = compare(y, ref)  # re-gate what was timed
         rec = recs[nm]
         rec["gate_after"] = cc.worst_ratio if cc.ok else 1e9
@@ -383,7 +382,7 @@ def main():
     SET = a.set
     t0 = time.time()
     os.makedirs(os.path.join(a.out, "inductor"), exist_ok=True)
-    logf = open(os.path.join(a.out, "sweep_log.txt"), "a")
+    logf = open(os.path.join(a.out, "sweep_log.txt"), "a")  # noqa: SIM115 - the run's log
 
     def log(msg):
         line = f"{time.time() - t0:6.1f}s {msg}"

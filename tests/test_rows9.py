@@ -8,7 +8,6 @@ rows of a width that is not a multiple of 8) and the plain path (aligned widths,
 """
 
 import dataclasses
-
 from dataclasses import replace
 
 import pytest

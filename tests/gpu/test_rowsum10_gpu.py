@@ -2,9 +2,10 @@
 plans with and without evict-first reads (bit-identical), strided rows, and one compile per
 width across the row counts where the rule switches the hint or the plan."""
 
+from dataclasses import replace
+
 import pytest
 import torch
-from dataclasses import replace
 
 import warpgauge as wg
 from warpgauge.kernels import row_sum as row_sum_k
