@@ -55,6 +55,19 @@ R2_SHAPES = [(16384, 4096), (64, 131072), (1024, 151936), (100, 65537), (32768, 
              (8192, 32000), (512, 4097), (4, 32769), (32, 127), (8192, 4096), (16384, 4097),
              (128, 131072), (256, 131072), (32768, 4096), (65536, 4096), (4096, 32000),
              (128, 128256), (64, 151936)]  # fmt: skip
+# Round 3: the suite's shapes and the looped range's cells, on the final code; compile order
+# puts what round 2 did not compile first.
+R3_SHAPES = [(64, 131072), (16384, 4096), (1024, 151936), (100, 65537), (32768, 8192),
+             (8192, 32000), (512, 4097), (4, 32769), (32, 127), (128, 131072), (256, 131072),
+             (32, 131072), (128, 128256)]  # fmt: skip
+_MA = "max-autotune-no-cudagraphs"
+R3_COMPILE = [((64, 131072), "default"), ((64, 131072), _MA), ((100, 65537), _MA),
+              ((8192, 32000), _MA), ((8192, 32000), "default"), ((512, 4097), _MA),
+              ((512, 4097), "default"), ((4, 32769), _MA), ((4, 32769), "default"),
+              ((32, 127), _MA), ((32, 127), "default"), ((100, 65537), "default"),
+              ((16384, 4096), _MA), ((16384, 4096), "default"), ((1024, 151936), _MA),
+              ((1024, 151936), "default"), ((32768, 8192), _MA), ((32768, 8192), "default"),
+              ((128, 131072), _MA), ((128, 131072), "default")]  # fmt: skip
 # torch.compile order in round 2 (each (shape, mode) while the compile phase lasts)
 R2_COMPILE = [((16384, 4096), "max-autotune-no-cudagraphs"), ((64, 131072), "max-autotune-no-cudagraphs"),
               ((16384, 4096), "default"), ((64, 131072), "default"),
@@ -130,6 +143,8 @@ def plans(rows, n, smoke=False):
                ("new_flip_ev", replace(rule, evict=not rule.evict), True)]  # fmt: skip
         out += [(lab, p, True) for lab, p in alternatives(rows, n) if p != rule]
         return out
+    if SET == "r3":  # round 3: the final rule against main's, nothing else
+        return [("new", rule, True), ("old", ("main", old_rule(rows, n, SM)), True)]
     out = [("rule", rule, True), ("rule_wait", rule, False), ("rule_ev", replace(rule, evict=True), True)]
     b = body_block(n)
     if smoke:
@@ -377,7 +392,7 @@ def main():
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--no-compile", action="store_true")
-    ap.add_argument("--set", default="r1", choices=["r1", "r2"])
+    ap.add_argument("--set", default="r1", choices=["r1", "r2", "r3"])
     a = ap.parse_args()
     SET = a.set
     t0 = time.time()
@@ -401,6 +416,8 @@ def main():
         shapes = first + [c for c in SUITE + EXTRA if c not in first]
         if SET == "r2":
             shapes = R2_SHAPES
+        if SET == "r3":
+            shapes = R3_SHAPES
     log(f"SM={SM} L2={L2 >> 20} MiB shapes={len(shapes)}")
     jobs = {}
     for rows, n in shapes:
@@ -418,7 +435,15 @@ def main():
         it = pool.imap_unordered(warm_one, list(jobs.values()))
         cdl = t0 + a.compile_share * a.budget
         if not a.no_compile:
-            order = R2_COMPILE if SET == "r2" else [(c, m) for c in COMPILE_ORDER for m in MODES.values()]
+            order = {"r2": R2_COMPILE, "r3": R3_COMPILE}.get(SET) or [
+                (c, m) for c in COMPILE_ORDER for m in MODES.values()]  # fmt: skip
+            # one compiled function per shape and mode: past Dynamo's recompile limit (8) a
+            # fullgraph compile fails hard (round 2 lost 8192x32000 and the small cells to it)
+            from torch._dynamo import config as dynamo_config
+
+            for knob in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit"):
+                if hasattr(dynamo_config, knob):
+                    setattr(dynamo_config, knob, 256)
             for (rows, n), mode in order:
                 if True:
                     if time.time() > cdl - (3 if mode == "default" else 6):

@@ -8,7 +8,6 @@ rows of a width that is not a multiple of 8) and the plain path (aligned widths,
 """
 
 import dataclasses
-from dataclasses import replace
 
 import pytest
 import torch
@@ -111,15 +110,15 @@ def test_row_sum_rule_tiles_of_two_rows_at_body_1024():
     """Many rows of body 1024 (widths 520-1031) go two per program (S9: 74898x896 1.48x,
     16384x896 1.34x); fewer rows, other bodies and the other operators are unchanged."""
 
-    def rule(rows, width, op="row_sum"):  # the eviction hint aside (rowsum10: by input size)
-        return replace(RowPlan.for_shape(rows, width, 132, op, H200_L2, 2), evict=False)
+    def rule(rows, width, op="row_sum"):
+        return RowPlan.for_shape(rows, width, 132, op, H200_L2, 2)
 
     two = RowPlan("resident", 1024, 4, rows=2)
     assert rule(74898, 896) == rule(16384, 896) == rule(4224, 1024) == rule(5000, 521) == two
     assert rule(4223, 896) == RowPlan("resident", 1024, 2)  # below 32 rows per SM
     assert rule(2048, 896) == RowPlan("resident", 1024, 2)
     assert rule(32768, 2048) == RowPlan("resident", 2048, 2)  # body 2048: one row
-    assert rule(16384, 4096) == RowPlan("resident", 4096, 8)  # a full 4096 block (rowsum10)
+    assert rule(16384, 4096) == RowPlan("resident", 4096, 4)
     assert rule(74898, 896, "softmax").rows == rule(74898, 896, "rms").rows == 1
 
 

@@ -1,19 +1,17 @@
 """row_sum's rowsum10 rule (kernels/row_sum_rule.py) and its evict-first reads.
 
-The interpreter ignores eviction hints but runs both sides of the kernels' runtime ``evict``
-branch, so each plan kind is checked both ways against the FP64 reference (outputs start as NaN,
-conftest) and for bit-identical sums (the hint changes no arithmetic).
+The interpreter ignores eviction hints; each plan kind is still run both ways against the FP64
+reference (outputs start as NaN, conftest) and checked for bit-identical sums (the hint changes
+no arithmetic).
 """
 
 from dataclasses import replace
 
 import pytest
 import torch
-from triton.runtime.jit import JITFunction
 
 from warpgauge.kernels import row_sum as row_sum_k
 from warpgauge.kernels.plans import RowPlan
-from warpgauge.kernels.row_sum_rule import ROW_SUM_EVICT_MAX_L2X
 from warpgauge.reference import assert_close, row_sum_ref
 
 H200_L2 = 60 << 20
@@ -28,7 +26,6 @@ PLANS = [
     (7, 1001, RowPlan.looped(128, programs_per_sm=1)),  # looped, persistent grid, edges
     (2, 1000, RowPlan.split_for(2, 1000, 4, block=64)),  # split + finish
     (3, 1001, RowPlan.coop(128, 1)),  # cooperative chunks, edge on chunk 0
-    (2, 4096, RowPlan.resident(4096, num_warps=8)),  # the rule's plan for full 4096 rows
     (3, 131072, RowPlan.looped(8192, 16)),  # the rule's wide looped plan
 ]
 
@@ -56,57 +53,35 @@ def test_evict_first_strided_rows(rows, width, plan, device):
     assert_close(row_sum_k.row_sum(x, plan=replace(plan, evict=True)), row_sum_ref(x))
 
 
-def test_evict_is_a_runtime_argument():
-    """Both eviction choices run one compiled kernel: ``evict`` never specializes."""
-    for fn in (row_sum_k._row_sum_resident, row_sum_k._row_sum_persist,
-               row_sum_k._row_sum_looped, row_sum_k._row_sum_coop, row_sum_k._row_sum_split):  # fmt: skip
-        if not isinstance(fn, JITFunction):  # the interpreter's wrapper: the same arguments
-            fn = JITFunction(fn.fn, **fn.kwargs)
-        i = fn.arg_names.index("evict")
-        assert "evict" in fn.do_not_specialize or i in fn.do_not_specialize, fn.fn.__name__
-        assert not fn.params[i].is_constexpr
-
-
 def _rule(rows, width, l2=H200_L2, elem=2, sm=132):
     return RowPlan.for_shape(rows, width, sm, "row_sum", l2, elem)
 
 
-def test_rule_evicts_up_to_a_multiple_of_l2():
-    limit = ROW_SUM_EVICT_MAX_L2X * H200_L2
-    assert _rule(16384, 4096).evict  # 128 MiB
-    assert _rule(limit // (2 * 4096), 4096).evict
-    assert not _rule(limit // (2 * 4096) + 1, 4096).evict
-    assert not _rule(32768, 8192).evict and not _rule(8192, 32000).evict  # 8.5x / 8.3x L2
-    assert _rule(1024, 151936, l2=80 << 20).evict and not _rule(1024, 151936).evict
-    assert not _rule(16384, 4096, l2=0).evict  # unknown L2: no hint
-    assert not _rule(16384, 4096, elem=4, l2=30 << 20).evict  # FP32 doubles the bytes
-    assert _rule(64, 131072).evict and _rule(1, 127).evict
-
-
-def test_rule_full_4096_rows_take_8_warps():
-    assert _rule(16384, 4096).num_warps == _rule(8192, 4096).num_warps == 8
-    assert _rule(1, 4096).num_warps == 8
-    for width in (4097, 2880, 4095, 3000):  # unaligned or partly filled 4096 bodies: 4
-        assert _rule(16384, width) == replace(RowPlan.resident(width, num_warps=4),
-                                              evict=_rule(16384, width).evict)  # fmt: skip
-    assert _rule(16384, 8192).num_warps == 8  # other bodies unchanged
+def test_rule_unchanged_outside_the_looped_range():
+    """Only the wide looped range changed (rowsum10); every other cell keeps session 9's plan,
+    without the hint."""
+    assert _rule(16384, 4096) == RowPlan.resident(4096, num_warps=4)
+    assert _rule(8192, 32000) == RowPlan.resident(32000, num_warps=32)
+    assert _rule(1024, 151936) == RowPlan.coop(16384, 8)
+    assert _rule(100, 65537) == RowPlan.coop(16384, 8)
+    assert _rule(4, 32769) == RowPlan.resident(32769, num_warps=32)  # body 32768
+    assert _rule(16, 131072).kind == "split"  # 128 chunks < 132 SMs: as before
 
 
 def test_rule_wide_rows_loop_one_program_per_row():
-    looped = RowPlan.looped(8192, 16)
+    looped = RowPlan.looped(8192, 16, evict=True)
     for rows in (27, 32, 64, 128, 263):  # 0.2 to 2 rows per SM on 132 SMs
         for width in (98305, 100003, 128256, 131072):
-            assert replace(_rule(rows, width), evict=False) == looped, (rows, width)
-    coop = RowPlan.coop(16384, 8)
+            assert _rule(rows, width) == looped, (rows, width)
+            assert _rule(rows, width, l2=0, elem=4) == looped  # the shape and SMs decide
     for rows, width in ((26, 131072), (264, 131072), (1024, 131072), (100, 65537),
                         (64, 151936), (64, 98304), (128, 262144)):  # fmt: skip
-        assert replace(_rule(rows, width), evict=False) != looped, (rows, width)
-    assert replace(_rule(100, 65537), evict=False) == coop
-    assert replace(_rule(1024, 151936), evict=False) == coop
-    assert _rule(16, 131072).kind == "split"  # 128 chunks < 132 SMs: as before
-    assert _rule(2, 131072, sm=4).kind == "looped"  # the interpreter's 4 SMs: 0.8 <= 2 < 8
+        assert _rule(rows, width).kind != "looped" or _rule(rows, width) != looped, (rows, width)
+    assert _rule(2, 131072, sm=4) == looped  # the interpreter's 4 SMs: 0.8 <= 2 < 8
 
 
 def test_candidates_hold_the_rule_with_the_other_eviction_choice():
-    c = RowPlan.candidates(16384, 4096, 132, "row_sum", H200_L2, 2)
+    c = RowPlan.candidates(64, 131072, 132, "row_sum", H200_L2, 2)
     assert c[0].evict and replace(c[0], evict=False) in c
+    c = RowPlan.candidates(16384, 4096, 132, "row_sum", H200_L2, 2)
+    assert not c[0].evict and replace(c[0], evict=True) in c

@@ -228,7 +228,7 @@ class RowPlan:
       grid of ``k * SMs`` programs.
     - ``evict``: looped only; first-pass reads ask L2 to keep lines (``evict_last``), the second
       pass and the writes ask to drop them (``evict_first``). row_sum, every kind: x is read with
-      ``evict_first`` (a runtime argument there: one compile either way).
+      ``evict_first`` (the rule's looped plan for wide rows, ``row_sum_rule.py``).
     - ``lane_stats``: looped softmax only; per-lane running max and sum (two exps per element,
       no block-wide reduction per chunk) instead of one block reduction per chunk.
     - ``prefetch``: add_rms_norm backward, resident: load the next rows while the current ones
