@@ -71,11 +71,12 @@ def test_rule_unchanged_outside_the_looped_range():
 def test_rule_wide_rows_loop_one_program_per_row():
     looped = RowPlan.looped(8192, 16, evict=True)
     for rows in (27, 32, 64, 128, 263):  # 0.2 to 2 rows per SM on 132 SMs
-        for width in (98305, 100003, 128256, 131072):
+        for width in (106496, 114688, 122880, 131072):  # whole 8192-element chunks
             assert _rule(rows, width) == looped, (rows, width)
             assert _rule(rows, width, l2=0, elem=4) == looped  # the shape and SMs decide
     for rows, width in ((26, 131072), (264, 131072), (1024, 131072), (100, 65537),
-                        (64, 151936), (64, 98304), (128, 262144)):  # fmt: skip
+                        (64, 151936), (64, 98304), (128, 262144), (128, 128256),
+                        (64, 100003), (64, 98305)):  # fmt: skip
         assert _rule(rows, width).kind != "looped" or _rule(rows, width) != looped, (rows, width)
     assert _rule(2, 131072, sm=4) == looped  # the interpreter's 4 SMs: 0.8 <= 2 < 8
 

@@ -430,7 +430,8 @@ class RowPlan:
           sm_count`` rows; softmax and add_rms_norm take ``COOP_FEW_NARROW`` cooperative chunks
           there;
         - otherwise cooperative (``coop``), while a row has at most ``COOP_MAX_CHUNKS_PER_SM *
-          sm_count`` chunks: add_rms_norm at any row count; softmax (ex2 exps, ``fast_exp``) with ``COOP_SOFTMAX``
+          sm_count`` chunks: add_rms_norm at any row count; softmax (ex2 exps, ``fast_exp``)
+          with ``COOP_SOFTMAX``
           chunks at any row count, ``COOP_SOFTMAX_LOOP`` (looped chunks, L2 re-read) for rows
           wider than ``COOP_LOOP_MIN_WIDTH`` whose input is past ``SOFTMAX_LOOP_L2X`` x L2 (or
           past L2 and wider than ``SOFTMAX_LOOP_WIDE``), and split instead for few rows of at
