@@ -139,7 +139,6 @@ def test_plan_rule_reads_the_l2_size():
     """Beyond the resident range the softmax and add_rms_norm rules ask how the rows compare
     with the device's L2 (softmax: rows9 sweep; add_rms_norm: G8 grid, docs/plans.md)."""
     coop_loop = RowPlan.coop(16384, 8, sub=4096, evict=True, fast_exp=True)
-    coop = RowPlan.coop(4096, 4)
     coop_fast = RowPlan.coop(4096, 4, fast_exp=True)
 
     def sm(rows, width, op="softmax", elem=2, l2=H200_L2):

@@ -32,16 +32,11 @@ from .plans_wide import (
     COOP_MAX_CHUNKS_PER_SM,
     COOP_RMS,
     COOP_RMS_SMALL,
-    COOP_ROW_SUM,
     COOP_SOFTMAX,
     COOP_SOFTMAX_FEW_PER_SM,
     COOP_SOFTMAX_LOOP,
     RMS_LOOPED_L2_SHARE,
     RMS_LOOPED_ROWS_PER_SM,
-    ROW_SUM_32K_WARPS,
-    ROW_SUM_FEW_WARPS,
-    ROW_SUM_TILE_BODY,
-    ROW_SUM_TILE_MIN_ROWS_PER_SM,
     SOFTMAX_FAST_LOOP_CANDIDATES,
     SOFTMAX_LOOP_L2X,
     SOFTMAX_LOOP_WIDE,
@@ -144,7 +139,8 @@ class RowPlan:
     - ``programs_per_sm``: looped only; 0 launches one program per row, ``k > 0`` a persistent
       grid of ``k * SMs`` programs.
     - ``evict``: looped only; first-pass reads ask L2 to keep lines (``evict_last``), the second
-      pass and the writes ask to drop them (``evict_first``).
+      pass and the writes ask to drop them (``evict_first``). row_sum, every kind: x is read with
+      ``evict_first`` (the rule's looped plan for wide rows, ``row_sum_rule.py``).
     - ``lane_stats``: looped softmax only; per-lane running max and sum (two exps per element,
       no block-wide reduction per chunk) instead of one block reduction per chunk.
     - ``prefetch``: add_rms_norm backward, resident: load the next rows while the current ones
@@ -350,18 +346,17 @@ class RowPlan:
     ) -> RowPlan:  # fmt: skip
         """The rule. ``op`` is one of ``softmax``, ``softmax_bwd``, ``rms``, ``rms_bwd``,
         ``row_sum`` (``""``: the generic rule: resident, split or looped as the forward RMSNorm
-        rule had it before the cooperative plans; the launchers always pass their op).
+        rule had it before the cooperative plans; the launchers always pass their op). row_sum's
+        rule is ``row_sum_rule.row_sum_plan``.
 
         - resident when the row's aligned body fits ``RESIDENT_MAX``, unless the row is wider
           than ``SPLIT_MIN_WIDTH`` and there are fewer than ``RESIDENT_WIDE_MIN_ROWS_PER_SM *
-          sm_count`` rows; row_sum stays resident there (``ROW_SUM_FEW_WARPS`` warps below SM
-          rows), softmax and add_rms_norm take ``COOP_FEW_NARROW`` cooperative chunks; row_sum
-          rows of body ``ROW_SUM_TILE_BODY`` go two per program from
-          ``ROW_SUM_TILE_MIN_ROWS_PER_SM * sm_count`` rows;
+          sm_count`` rows; softmax and add_rms_norm take ``COOP_FEW_NARROW`` cooperative chunks
+          there;
         - otherwise cooperative (``coop``), while a row has at most ``COOP_MAX_CHUNKS_PER_SM *
           sm_count`` chunks: add_rms_norm at any row count (``COOP_RMS_SMALL`` chunks, or
-          ``COOP_RMS`` where those are too many); row_sum when its chunks give at
-          least one program per SM; softmax (ex2 exps, ``fast_exp``) with ``COOP_SOFTMAX``
+          ``COOP_RMS`` where those are too many); softmax (ex2 exps, ``fast_exp``) with
+          ``COOP_SOFTMAX``
           chunks at any row count, ``COOP_SOFTMAX_LOOP`` (looped chunks, L2 re-read) for rows
           wider than ``COOP_LOOP_MIN_WIDTH`` whose input is past ``SOFTMAX_LOOP_L2X`` x L2 (or
           past L2 and wider than ``SOFTMAX_LOOP_WIDE``), and split instead for few rows of at
@@ -374,14 +369,14 @@ class RowPlan:
         size) refine softmax and add_rms_norm beyond the resident range by whether the rows
         fit L2 (softmax: ``SOFTMAX_LOOP_L2X``; add_rms_norm: ``RMS_LOOPED_L2_SHARE``).
         """
+        if op == "row_sum":  # row_sum's rule and its measurements: row_sum_rule.py
+            from .row_sum_rule import row_sum_plan
+
+            return row_sum_plan(rows, width, sm_count, l2_bytes, elem_bytes)
         body = body_block(width)
         few = rows < SPLIT_ROWS_PER_SM * sm_count
         resident_max = RMS_BWD_RESIDENT_MAX if op == "rms_bwd" else RESIDENT_MAX
         wide_few = width > SPLIT_MIN_WIDTH and rows < RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count
-        if op == "row_sum" and body == 32768:
-            return cls.resident(width, num_warps=ROW_SUM_32K_WARPS)
-        if op == "row_sum" and few and width > SPLIT_MIN_WIDTH and body <= RESIDENT_MAX:
-            return cls.resident(width, num_warps=ROW_SUM_FEW_WARPS)
         if body <= RESIDENT_MAX and wide_few and op == "softmax":
             return cls.coop(*COOP_FEW_NARROW, fast_exp=True)
         if body <= RESIDENT_MAX and wide_few and op == "rms":
@@ -394,13 +389,7 @@ class RowPlan:
             unaligned = width % 8 != 0  # contiguous rows take the aligned-body path (_rows.py)
             if op == "softmax" and unaligned and body == 8192:
                 return cls.resident(width, num_warps=UNALIGNED_WARPS["softmax"])
-            if (
-                op == "row_sum"
-                and body == ROW_SUM_TILE_BODY
-                and rows >= ROW_SUM_TILE_MIN_ROWS_PER_SM * sm_count
-            ):
-                return cls.resident(width, rows=2, num_warps=4)
-            if op in ("softmax", "row_sum"):
+            if op == "softmax":
                 return cls.resident(width, num_warps=_softmax_warps(body))
             if op == "rms" and unaligned and body in (8192, 16384):
                 return cls.resident(width, num_warps=UNALIGNED_WARPS["rms"])
@@ -426,12 +415,6 @@ class RowPlan:
             return cls.coop(*COOP_RMS_SMALL)
         if op == "rms" and coop_fits(COOP_RMS[0]):  # rows of more than 2 x SM chunks of 2048
             return cls.coop(*COOP_RMS)
-        if (
-            op == "row_sum"
-            and rows * triton.cdiv(width, COOP_ROW_SUM[0]) >= sm_count
-            and coop_fits(COOP_ROW_SUM[0])
-        ):
-            return cls.coop(*COOP_ROW_SUM)
         if op == "softmax":
             chunks = triton.cdiv(width, COOP_SOFTMAX[0])
             past_l2 = in_bytes > l2_bytes if l2_bytes > 0 else not few
@@ -520,6 +503,8 @@ class RowPlan:
                     if block < width:
                         out.append(cls.split_for(rows, width, sm_count, block, per_sm))
         first = out[0]
+        if op == "row_sum":  # the rule's plan with the other eviction choice (rowsum10)
+            out.append(replace(first, evict=not first.evict))
         if (
             op == "rms"
             and first.kind in ("resident", "coop")

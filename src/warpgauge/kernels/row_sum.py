@@ -47,6 +47,7 @@ def _row_sum_resident(
     ROWS: tl.constexpr,
     ALIGN: tl.constexpr,
     S8: tl.constexpr,
+    EV: tl.constexpr = "",
 ):
     # I/O: read ROWS rows of x, write ROWS sums.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
@@ -59,19 +60,22 @@ def _row_sum_resident(
     if ALIGN:
         head, start, blen = body_span(xb1, N)
         head, start, blen = head[:, None], start[:, None], blen[:, None]
-        x = tl.load(x_ptr + start + offs, mask=rmask & (offs < blen), other=0.0).to(tl.float32)
+        x = tl.load(x_ptr + start + offs, mask=rmask & (offs < blen), other=0.0,
+                    eviction_policy=EV).to(tl.float32)  # fmt: skip
         ecol, em = edge_index(head, blen, N)
-        xe = tl.load(x_ptr + xb1[:, None] + ecol, mask=em & rmask, other=0.0).to(tl.float32)
+        xe = tl.load(x_ptr + xb1[:, None] + ecol, mask=em & rmask, other=0.0,
+                     eviction_policy=EV).to(tl.float32)  # fmt: skip
         total = tl.sum(x, 1) + tl.sum(xe, 1)
     else:
-        x = tl.load(x_ptr + xb1[:, None] + offs, mask=rmask & (offs < N), other=0.0)
+        x = tl.load(x_ptr + xb1[:, None] + offs, mask=rmask & (offs < N), other=0.0,
+                    eviction_policy=EV)  # fmt: skip
         total = tl.sum(x.to(tl.float32), 1)
     tl.store(y_ptr + rows, total.to(y_ptr.dtype.element_ty), mask=rm)
 
 
 @triton.jit
 def _tile_load(x_ptr, rows, n_rows, x_stride, N: tl.constexpr, BLOCK: tl.constexpr,
-               ALIGN: tl.constexpr):  # fmt: skip
+               ALIGN: tl.constexpr, EV: tl.constexpr):  # fmt: skip
     """A [ROWS, BLOCK] tile of rows (body) and its [ROWS, 16] scalar edge, in x's dtype; rows at
     or past ``n_rows`` load zeros."""
     rmask = (rows < n_rows)[:, None]
@@ -80,11 +84,13 @@ def _tile_load(x_ptr, rows, n_rows, x_stride, N: tl.constexpr, BLOCK: tl.constex
     if ALIGN:
         head, start, blen = body_span(xb1, N)
         head, start, blen = head[:, None], start[:, None], blen[:, None]
-        x = tl.load(x_ptr + start + offs, mask=rmask & (offs < blen), other=0.0)
+        x = tl.load(x_ptr + start + offs, mask=rmask & (offs < blen), other=0.0,
+                    eviction_policy=EV)  # fmt: skip
         ecol, em = edge_index(head, blen, N)
-        xe = tl.load(x_ptr + xb1[:, None] + ecol, mask=em & rmask, other=0.0)
+        xe = tl.load(x_ptr + xb1[:, None] + ecol, mask=em & rmask, other=0.0, eviction_policy=EV)
     else:
-        x = tl.load(x_ptr + xb1[:, None] + offs, mask=rmask & (offs < N), other=0.0)
+        x = tl.load(x_ptr + xb1[:, None] + offs, mask=rmask & (offs < N), other=0.0,
+                    eviction_policy=EV)  # fmt: skip
         xe = tl.zeros([x.shape[0], 16], x.dtype)
     return x, xe
 
@@ -100,6 +106,7 @@ def _row_sum_persist(
     ROWS: tl.constexpr,
     ALIGN: tl.constexpr,
     S8: tl.constexpr,
+    EV: tl.constexpr = "",
 ):
     # Persistent resident plan: program pid takes row tiles pid, pid + programs, ... of ROWS
     # rows and loads the next tile before reducing the current one, so each SM keeps loads in
@@ -111,11 +118,11 @@ def _row_sum_persist(
     nprog = tl.num_programs(0)
     ar = tl.arange(0, ROWS)
     t = pid.to(tl.int64)
-    x, xe = _tile_load(x_ptr, t * ROWS + ar, n_rows, x_stride, N, BLOCK, ALIGN)
+    x, xe = _tile_load(x_ptr, t * ROWS + ar, n_rows, x_stride, N, BLOCK, ALIGN, EV)
     for _ in range(0, tl.cdiv(tl.cdiv(n_rows, ROWS) - pid, nprog)):
         rows = t * ROWS + ar
         t += nprog
-        xn, xen = _tile_load(x_ptr, t * ROWS + ar, n_rows, x_stride, N, BLOCK, ALIGN)
+        xn, xen = _tile_load(x_ptr, t * ROWS + ar, n_rows, x_stride, N, BLOCK, ALIGN, EV)
         total = tl.sum(x.to(tl.float32), 1) + tl.sum(xe.to(tl.float32), 1)
         tl.store(y_ptr + rows, total.to(y_ptr.dtype.element_ty), mask=rows < n_rows)
         x = xn
@@ -125,7 +132,7 @@ def _row_sum_persist(
 @triton.jit(do_not_specialize=["n_rows"])
 def _row_sum_looped(
     x_ptr, y_ptr, x_stride, n_rows, N: tl.constexpr, BLOCK: tl.constexpr, ALIGN: tl.constexpr,
-    S8: tl.constexpr, STAGES: tl.constexpr = None,
+    S8: tl.constexpr, STAGES: tl.constexpr = None, EV: tl.constexpr = "",
 ):  # fmt: skip
     if S8:
         x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
@@ -139,7 +146,8 @@ def _row_sum_looped(
         if ALIGN:
             head, start, blen = body_span(xb, N)
             ecol, em = edge_index(head, blen, N)
-            tail = tl.sum(tl.load(x_ptr + xb + ecol, mask=em, other=0.0).to(tl.float32), 0)
+            xe = tl.load(x_ptr + xb + ecol, mask=em, other=0.0, eviction_policy=EV)
+            tail = tl.sum(xe.to(tl.float32), 0)
         else:
             start = xb
             blen = N
@@ -147,7 +155,8 @@ def _row_sum_looped(
         acc = tl.zeros([BLOCK], tl.float32)
         for c in tl.range(0, blen, BLOCK, num_stages=STAGES):
             idx = c + offs
-            acc += tl.load(x_ptr + start + idx, mask=idx < blen, other=0.0).to(tl.float32)
+            xc = tl.load(x_ptr + start + idx, mask=idx < blen, other=0.0, eviction_policy=EV)
+            acc += xc.to(tl.float32)
         tl.store(y_ptr + row, (tl.sum(acc, 0) + tail).to(y_ptr.dtype.element_ty))
 
 
@@ -165,6 +174,7 @@ def _row_sum_coop(
     GP: tl.constexpr,
     ALIGN: tl.constexpr,
     S8: tl.constexpr,
+    EV: tl.constexpr = "",
 ):
     # Cooperative split in one kernel: program pid sums chunk pid % G of row pid // G and
     # publishes the partial (with a marker word, so a slot is never 0); the row's chunk-0
@@ -185,8 +195,10 @@ def _row_sum_coop(
         ecol = tl.arange(0, 16)
         em = ecol < 0
     idx = c * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + start + idx, mask=idx < blen, other=0.0).to(tl.float32)
-    xe = tl.load(x_ptr + xb + ecol, mask=em & (ecol < tl.where(c == 0, N, 0)), other=0.0)
+    x = tl.load(x_ptr + start + idx, mask=idx < blen, other=0.0, eviction_policy=EV)
+    x = x.to(tl.float32)
+    xe = tl.load(x_ptr + xb + ecol, mask=em & (ecol < tl.where(c == 0, N, 0)), other=0.0,
+                 eviction_policy=EV)  # fmt: skip
     slots = slot_ptr + row * G
     one = tl.full([], 1.0, tl.float32)
     tl.atomic_xchg(slots + c, pack2(one, tl.sum(x, 0) + tl.sum(xe.to(tl.float32), 0)))
@@ -210,8 +222,9 @@ def _row_sum_coop(
 
 @triton.jit(do_not_specialize=["chunk", "n_chunks"])
 def _row_sum_split(
-    x_ptr, part_ptr, x_stride, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr
-):
+    x_ptr, part_ptr, x_stride, chunk, n_chunks, N: tl.constexpr, BLOCK: tl.constexpr,
+    EV: tl.constexpr = "",
+):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
@@ -220,7 +233,8 @@ def _row_sum_split(
     lo = c * nb * BLOCK
     for start in range(lo, lo + nb * BLOCK, BLOCK):
         idx = start + offs
-        acc += tl.load(x_ptr + row * x_stride + idx, mask=idx < N, other=0.0).to(tl.float32)
+        xc = tl.load(x_ptr + row * x_stride + idx, mask=idx < N, other=0.0, eviction_policy=EV)
+        acc += xc.to(tl.float32)
     tl.store(part_ptr + row * n_chunks + c, tl.sum(acc, 0))
 
 
@@ -243,28 +257,29 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
     p = plan_for(rows, n, x.device, plan, "row_sum", x.element_size())
     align = p.align and align_for(n, stride)
     s8 = stride8(stride)
+    ev = "evict_first" if p.evict else ""  # x is read once: its lines go first (Inductor's)
     if p.kind == "resident" and p.programs_per_sm:
         block = p.resident_block(n, align)
         tiles = p.programs(rows, 1)
         grid = (max(1, min(tiles, p.programs_per_sm * device_info(x.device).sm_count)),)
         launch(_row_sum_persist, grid, x2, y, stride, rows,
-            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, EV=ev, num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "resident":
         block = p.resident_block(n, align)
         launch(_row_sum_resident, (p.programs(rows, 1),), x2, y, stride, rows,
-            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, num_warps=p.num_warps,
+            N=n, BLOCK=block, ROWS=p.rows, ALIGN=align, S8=s8, EV=ev, num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)
         launch(_row_sum_coop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride, rows,
             coop_spin(), N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g), ALIGN=align,
-            S8=s8, num_warps=p.num_warps,
+            S8=s8, EV=ev, num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "looped":
         grid = (p.programs(rows, device_info(x.device).sm_count),)
         launch(_row_sum_looped, grid, x2, y, stride, rows,
-            N=n, BLOCK=p.block, ALIGN=align, S8=s8, STAGES=p.stages or None,
+            N=n, BLOCK=p.block, ALIGN=align, S8=s8, STAGES=p.stages or None, EV=ev,
             num_warps=p.num_warps,
         )  # fmt: skip
     else:
@@ -280,6 +295,7 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
             n_chunks,
             N=n,
             BLOCK=p.block,
+            EV=ev,
             num_warps=p.num_warps,
         )
         launch(
