@@ -42,7 +42,9 @@ def main():
             new = g["new"][lane]["med"]
 
             def us(name, g=g, lane=lane):
-                return f"{g[name][lane]['med']:7.2f}" if name in g and lane in g[name] else "      -"
+                return (
+                    f"{g[name][lane]['med']:7.2f}" if name in g and lane in g[name] else "      -"
+                )
 
             old = g["old"][lane]["med"] if "old" in g and lane in g["old"] else None
             pts = [(g[p][lane]["med"], p) for p in TORCH if p in g and lane in g[p]]

@@ -145,7 +145,11 @@ def plans(rows, n, smoke=False):
         return out
     if SET == "r3":  # round 3: the final rule against main's, nothing else
         return [("new", rule, True), ("old", ("main", old_rule(rows, n, SM)), True)]
-    out = [("rule", rule, True), ("rule_wait", rule, False), ("rule_ev", replace(rule, evict=True), True)]
+    out = [
+        ("rule", rule, True),
+        ("rule_wait", rule, False),
+        ("rule_ev", replace(rule, evict=True), True),
+    ]
     b = body_block(n)
     if smoke:
         return out + [("coop256_ev", P.coop(256, 2, evict=True), True)]
@@ -154,11 +158,29 @@ def plans(rows, n, smoke=False):
         for w in (w0 // 2, w0, 2 * w0):
             if 1 <= w <= 32 and 32 * w <= b:
                 for ev in (False, True):
-                    out.append((f"res{b}/{w}{'_ev' if ev else ''}", replace(P.resident(n, num_warps=w), evict=ev), True))
+                    out.append(
+                        (
+                            f"res{b}/{w}{'_ev' if ev else ''}",
+                            replace(P.resident(n, num_warps=w), evict=ev),
+                            True,
+                        )
+                    )
         if 2 * b <= 16384:
-            out.append((f"res{b}x2/{w0}_ev", replace(P.resident(n, rows=2, num_warps=w0), evict=True), True))
+            out.append(
+                (
+                    f"res{b}x2/{w0}_ev",
+                    replace(P.resident(n, rows=2, num_warps=w0), evict=True),
+                    True,
+                )
+            )
         if b <= 16384:
-            out.append((f"pers{b}/{w0}_ev", P("resident", b, w0, programs_per_sm=max(1, 32 // w0), evict=True), True))
+            out.append(
+                (
+                    f"pers{b}/{w0}_ev",
+                    P("resident", b, w0, programs_per_sm=max(1, 32 // w0), evict=True),
+                    True,
+                )
+            )
     if n > 16384:
         for blk, w in ((16384, 8), (8192, 8), (8192, 4), (4096, 4), (16384, 16)):
             out.append((f"coop{blk}/{w}_ev", P.coop(blk, w, evict=True), True))
@@ -166,10 +188,14 @@ def plans(rows, n, smoke=False):
         out.append(("coop16384/8_wait_ev", P.coop(16384, 8, evict=True), False))
         for blk, w in ((16384, 32), (8192, 16), (4096, 8)):
             for ev in (False, True):
-                out.append((f"loop{blk}/{w}{'_ev' if ev else ''}", P.looped(blk, w, evict=ev), True))
+                out.append(
+                    (f"loop{blk}/{w}{'_ev' if ev else ''}", P.looped(blk, w, evict=ev), True)
+                )
         if rows < 2 * SM:
             for blk in (4096, 8192):
-                out.append((f"split{blk}_ev", replace(P.split_for(rows, n, SM, blk), evict=True), True))
+                out.append(
+                    (f"split{blk}_ev", replace(P.split_for(rows, n, SM, blk), evict=True), True)
+                )
     seen, uniq = set(), []
     for lab, p, arr in out:
         key = (repr(p), arr if p.kind == "coop" else True)
@@ -326,7 +352,9 @@ def run_shape(rows, n, lanes, compiled_keys, samples, log, smoke):
             e1, poisoned = gate(make(x), x, ref)
             e2, _ = gate(make(xn), xn, -ref)
             y0 = make(x)().clone()
-            same = all(torch.equal(make(v)().clone(), -y0 if v is xn else y0) for v in (xn, x, xn, x))
+            same = all(
+                torch.equal(make(v)().clone(), -y0 if v is xn else y0) for v in (xn, x, xn, x)
+            )
             err = max(e1, e2)
             if name in ("new", "public"):  # strided rows (a slice of wider rows), not timed
                 xs = torch.randn((min(rows, 2048), n + 5), device=DEV, generator=g)
@@ -353,10 +381,10 @@ def run_shape(rows, n, lanes, compiled_keys, samples, log, smoke):
     k = len(graphs)
     for r in range(samples):
         evs = []
-        order = graphs[r % k:] + graphs[: r % k]
+        order = graphs[r % k :] + graphs[: r % k]
         if r % 2:
             order = order[::-1]
-        for ln in (("dirty", "clean") if r % 2 == 0 else ("clean", "dirty")):
+        for ln in ("dirty", "clean") if r % 2 == 0 else ("clean", "dirty"):
             for nm, gr, _ in order:
                 lanes.flush(ln)
                 a, b = torch.cuda.Event(True), torch.cuda.Event(True)
@@ -411,8 +439,16 @@ def main():
     else:
         props = torch.cuda.get_device_properties(0)
         SM, L2 = props.multi_processor_count, props.L2_cache_size
-        first = [(16384, 4096), (64, 131072), (1024, 151936), (32768, 8192), (8192, 32000),
-                 (100, 65537), (8192, 4096), (128, 131072)]  # timed first (the budget cuts the end)
+        first = [
+            (16384, 4096),
+            (64, 131072),
+            (1024, 151936),
+            (32768, 8192),
+            (8192, 32000),
+            (100, 65537),
+            (8192, 4096),
+            (128, 131072),
+        ]  # timed first (the budget cuts the end)
         shapes = first + [c for c in SUITE + EXTRA if c not in first]
         if SET == "r2":
             shapes = R2_SHAPES
@@ -527,12 +563,21 @@ def summary(results, copy=None):
             ok = [r for r in rs if ln in r]
             if not ok:
                 continue
-            best_pt = min((r[ln]["med"] for r in ok if r["provider"] in ("torch", "native", "compile", "compile_ma")), default=None)
+            best_pt = min(
+                (
+                    r[ln]["med"]
+                    for r in ok
+                    if r["provider"] in ("torch", "native", "compile", "compile_ma")
+                ),
+                default=None,
+            )
             for r in sorted(ok, key=lambda r: r[ln]["med"]):
                 m = r[ln]
                 vs = f"{best_pt / m['med']:.3f}x" if best_pt else "-"
                 pc = f"{100 * m['tbps'] / copy:5.1f}%" if copy else "-"
-                lines.append(f"  {ln:5s} {r['provider']:22s} {m['med']:8.2f} us (p10 {m['p10']:.2f} p90 {m['p90']:.2f}) {m['tbps']:5.2f} TB/s {pc} vs best torch {vs}")
+                lines.append(
+                    f"  {ln:5s} {r['provider']:22s} {m['med']:8.2f} us (p10 {m['p10']:.2f} p90 {m['p90']:.2f}) {m['tbps']:5.2f} TB/s {pc} vs best torch {vs}"
+                )
     return "\n".join(lines)
 
 
