@@ -391,7 +391,7 @@ case "${1:-}" in
     P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
     lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-110}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
     echo "[$(stamp)] gpu tests (session 8 lanes)"
-    lane rows $P tests/gpu/test_rows_gpu.py
+    lane rows $P tests/gpu/test_rows_gpu.py tests/gpu/test_rowsum10_gpu.py
     lane host_path $P tests/gpu/test_host_path_gpu.py
     lane training $P tests/gpu/test_training_gpu.py tests/gpu/test_determinism_gpu.py
     wait
@@ -419,7 +419,7 @@ case "${1:-}" in
     P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
     lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-170}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
     echo "[$(stamp)] gpu tests (session 9 lanes)"
-    lane rows $P tests/gpu/test_rows_gpu.py
+    lane rows $P tests/gpu/test_rows_gpu.py tests/gpu/test_rowsum10_gpu.py
     lane host_path $P tests/gpu/test_host_path_gpu.py
     lane gemm_int4 $P tests/gpu/test_gemm_int4_gpu.py tests/gpu/test_gemm_rules_gpu.py
     lane training $P tests/gpu/test_training_gpu.py
@@ -447,7 +447,7 @@ case "${1:-}" in
     P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
     lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-170}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
     echo "[$(stamp)] gpu tests (session 10 lanes)"
-    lane rows $P tests/gpu/test_rows_gpu.py
+    lane rows $P tests/gpu/test_rows_gpu.py tests/gpu/test_rowsum10_gpu.py
     lane host_path $P tests/gpu/test_host_path_gpu.py
     lane gemm_int4 $P tests/gpu/test_gemm_int4_gpu.py tests/gpu/test_gemm_rules_gpu.py
     lane training $P tests/gpu/test_training_gpu.py
