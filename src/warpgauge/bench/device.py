@@ -41,7 +41,7 @@ class CudaBackend:
     # The write leaves up to an L2 of dirty lines, written back to DRAM while the next call runs
     # (an idle GPU does not write them back: 200 us of sleep changed nothing). A read of a clean
     # buffer of twice the L2 after it evicts them before the timed interval: on the H200 the write
-    # alone added 1-8 us to cold calls (torch.sum of 16384x4096 BF16 46.4 -> 39.1 us, a 32 MB copy
+    # alone added 1-9 us to cold calls (torch.sum of 16384x4096 BF16 46.4 -> 39.1 us, a 32 MB copy
     # 20.8 -> 18.6; experiments/flush_probe.py, results/h200-session10/).
     CLEAN_L2_MULTIPLE = 2
 
