@@ -459,6 +459,23 @@ case "${1:-}" in
     grep -h "ERROR SUMMARY\|cases passed" "$d"/san/*.log 2>/dev/null
     pack gputests10
     ;;
+  host11)  # session 11, carries .whl .peers/c: the C replay (_clauncher.c's Replay): the host-path
+    # GPU tests, the driver's own launch cost, a call part by part, host mode with the C replay off
+    # (WARPGAUGE_C_REPLAY=0, the generated Python replay) and then on, back to back on one host
+    install_peers
+    d="$OUT/host11"; mkdir -p "$d"
+    echo "[$(stamp)] host-path GPU tests"
+    ( timeout -k 5 "${TEST_S:-150}" python3 -m pytest -q -p no:cacheprovider -rfE \
+        tests/gpu/test_host_path_gpu.py >"$d/host_path.log" 2>&1; echo "exit $?" >>"$d/host_path.log" )
+    tail -n 3 "$d/host_path.log"
+    timeout -k 5 60 python3 scripts/clauncher_check.py driver --out "$d/driver.json" >"$d/driver.log" 2>&1
+    echo "driver exit $?" >>"$d/driver.log"; tail -n 8 "$d/driver.log"
+    timeout -k 5 "${PARTS_S:-80}" python3 scripts/host_parts.py --out "$d/parts.json" >"$d/parts.log" 2>&1
+    echo "parts exit $?" >>"$d/parts.log"; cat "$d/parts.log"
+    pack host11
+    WARPGAUGE_C_REPLAY=0 bench_part host-py 90 --mode host --skip 'compile*' --max-minutes 1.1
+    bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -73,15 +73,22 @@ def _parts(launcher, args, tensors):
     ptrs = [t.data_ptr() for t in tensors]
     out["guarded replay"] = lambda: replay(tuple(tensors), *ptrs)
     out["guard check"] = lambda: check(*tensors)
-    g = replay.__globals__
-    allocs = [g[k] for k in sorted(g) if k[:1] == "F" and k[1:].isdigit()]
+    recipe = next(r for r in _replay._RECIPES[launcher].values() if type(r) is _replay._Recipe)
+    if hasattr(replay, "__globals__"):  # the generated Python replay
+        g = replay.__globals__
+        allocs = [g[k] for k in sorted(g) if k[:1] == "F" and k[1:].isdigit()]
+    else:  # the C replay (_clauncher.c's Replay): beside it, the Python one it stands for
+        allocs = list(replay.fast)
+        src, ns = _replay._replay_source(recipe, guarded=True)
+        exec("\n".join(src), ns)  # noqa: S102 - the module's own generated source
+        py = ns["replay"]
+        out["guarded replay, Python"] = lambda: py(tuple(tensors), *ptrs)
 
     def alloc():
         for f in allocs:
             f()
 
     out["allocations"] = alloc
-    recipe = next(r for r in _replay._RECIPES[launcher].values() if type(r) is _replay._Recipe)
     fresh = [f() for f in allocs]
     every = ptrs + [t.data_ptr() for t in fresh]
     stream = _launch_stream()

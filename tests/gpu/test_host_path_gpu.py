@@ -106,6 +106,78 @@ def test_replay_without_poisoning_is_bitwise_the_normal_path(name, monkeypatch):
     _replay.clear()
 
 
+C_REPLAYED = {"softmax", "softmax strided", "softmax misaligned", "softmax fp16", "row_sum", "add",
+              "add_rms_norm", "add_rms_norm misaligned", "gemm", "int4_linear",
+              "int4_linear batch"}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_c_replay_is_bitwise_the_python_replay(name, monkeypatch):
+    """The replay in one C call (``_clauncher.c``'s Replay) against the generated Python replay,
+    both without poisoning: same outputs bit for bit on the same inputs (so the same kernels,
+    grids and packed arguments), outputs in fresh memory; the calls whose launches all go
+    through warpgauge's C launcher take it (the TMA GEMMs keep the Python replay)."""
+    monkeypatch.setattr(_launch, "POISON", False)
+    ops, inputs = _calls()
+    fn = ops[name]
+    got = {}
+    for c_replay in (True, False):
+        monkeypatch.setattr(_replay, "C_REPLAY", c_replay)
+        _replay.clear()
+        for seed in range(3):
+            fn(*inputs(seed))
+        kinds = {type(r.fast).__name__ for per in _replay._RECIPES.values() for r in per.values()
+                 if type(r) is _replay._Recipe}  # fmt: skip
+        before = _replay.STATS["replays"]
+        got[c_replay] = [fn(*inputs(seed)) for seed in range(3, 6)]
+        assert _replay.STATS["replays"] >= before + 3, f"{name}: not replayed"
+        if c_replay:
+            assert ("Replay" in kinds) == (name in C_REPLAYED), (
+                name,
+                kinds,
+                _replay.C_REPLAY_FALLBACKS,
+            )
+        else:
+            assert kinds == {"function"}, kinds
+    for a, b in zip(got[True], got[False]):
+        assert _equal(a, b), name
+        for t in a if isinstance(a, tuple) else (a,):
+            assert not torch.isnan(t).any(), name
+    _replay.clear()
+
+
+def test_c_replay_refuses_hooks_aliasing_and_other_streams(monkeypatch):
+    """The C replay's refusals on the GPU: a launch hook installed, two inputs sharing memory;
+    on a side stream it replays (no workspace), bitwise the normal path."""
+    from warpgauge.kernels import add as ka
+
+    monkeypatch.setattr(_launch, "POISON", False)
+    _replay.clear()
+    a = torch.randn(4096, device=DEV, dtype=BF)
+    b = torch.randn(4096, device=DEV, dtype=BF)
+    for _ in range(4):
+        wg.add(a, b)
+    recipe = next(r for r in _replay._RECIPES[ka.add].values() if type(r) is _replay._Recipe)
+    assert type(recipe.gfast).__name__ == "Replay"
+    assert recipe.gfast((a, b), a.data_ptr(), a.data_ptr()) is _replay._REFUSED  # aliasing
+    from triton import knobs
+
+    calls = []
+    knobs.runtime.launch_enter_hook.add(lambda *x: calls.append(1))
+    try:
+        assert recipe.gfast((a, b), a.data_ptr(), b.data_ptr()) is _replay._REFUSED
+        assert _equal(wg.add(a, b), _normal(lambda: wg.add(a, b))) and calls  # hook called
+    finally:
+        knobs.runtime.launch_enter_hook.calls.clear()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        out = recipe.gfast((a, b), a.data_ptr(), b.data_ptr())
+    s.synchronize()
+    assert out is not _replay._REFUSED and _equal(out, _normal(lambda: wg.add(a, b)))
+    _replay.clear()
+
+
 def test_repeated_call_runs_no_jit_launch_path(monkeypatch):
     from warpgauge.kernels import softmax as sk
 
@@ -231,9 +303,16 @@ def test_guarded_one_device_replay_on_the_gpu(monkeypatch):
     entries = _replay._HITS[sk.softmax].__globals__["ENTRIES"]
     recipe = next(r for r in _replay._RECIPES[sk.softmax].values() if type(r) is _replay._Recipe)
     assert entries and entries[0][3] is recipe.gfast
-    assert "get_device" not in recipe.gfast.__code__.co_names
-    assert "DMODES" not in recipe.gfast.__code__.co_names
-    assert "DMODES" in recipe.fast.__code__.co_names and "F0" in recipe.gfast.__code__.co_names
+    if _replay.C_REPLAY:  # the replay in one C call (_clauncher.c's Replay)
+        assert type(recipe.gfast).__name__ == "Replay" and type(recipe.fast).__name__ == "Replay"
+        assert recipe.gfast.get_device is None  # the current device is not read
+        dmodes = _launch.MODE_CHECKS[1]
+        assert dmodes not in recipe.gfast.modes and dmodes in recipe.fast.modes
+        assert recipe.gfast.fast[0] is not recipe.gfast.slow[0]  # the allocator's own entry
+    else:
+        assert "get_device" not in recipe.gfast.__code__.co_names
+        assert "DMODES" not in recipe.gfast.__code__.co_names
+        assert "DMODES" in recipe.fast.__code__.co_names and "F0" in recipe.gfast.__code__.co_names
     before = _replay.STATS["replays"]
     y = wg.softmax(x)
     assert _replay.STATS["replays"] == before + 1 and _equal(y, _normal(lambda: wg.softmax(x)))

@@ -15,6 +15,7 @@
  */
 #include "cuda.h"
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -335,34 +336,9 @@ static int grid_arg(PyObject *o, unsigned *out) {
   return 0;
 }
 
-static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  const WgSpec *s;
-  const char *codes, *kernel;
-  if (nargs < 5) {
-    PyErr_SetString(PyExc_TypeError, "launch(gridX, gridY, gridZ, stream, spec, *args)");
-    return NULL;
-  }
-  if (spec_of(args[4], &s, &codes, &kernel))
-    return NULL;
-  if ((uint64_t)(nargs - 5) != s->nargs) {
-    PyErr_Format(PyExc_TypeError, "warpgauge C launcher: kernel '%s' takes %u arguments, got %zd",
-                 kernel, s->nargs, nargs - 5);
-    return NULL;
-  }
-  unsigned gx, gy, gz;
-  if (grid_arg(args[0], &gx) || grid_arg(args[1], &gy) || grid_arg(args[2], &gz))
-    return NULL;
-  uint64_t stream = PyLong_AsUnsignedLongLong(args[3]);
-  if (stream == (uint64_t)-1 && PyErr_Occurred())
-    return NULL;
-  if (load_cuda() || ensure_context(kernel))
-    return NULL;
-  uint64_t storage[WG_MAX_PARAMS];
-  void *params[WG_MAX_PARAMS];
-  if (pack(s, codes, kernel, args + 5, storage, params, 1) < 0)
-    return NULL;
-  if ((uint64_t)gx * gy * gz == 0)
-    Py_RETURN_NONE;
+/* The driver call of one packed launch (grid already checked non-empty). */
+static CUresult launch_packed(const WgSpec *s, unsigned gx, unsigned gy, unsigned gz,
+                              uint64_t stream, void **params) {
   CUresult r;
   PyThreadState *ts = (s->flags & WG_FLAG_GIL) ? PyEval_SaveThread() : NULL;
   if (s->num_ctas == 1 && !(s->flags & (WG_FLAG_COOP | WG_FLAG_PDL))) {
@@ -409,9 +385,42 @@ static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
   }
   if (ts)
     PyEval_RestoreThread(ts);
+  if (r == CUDA_SUCCESS)
+    n_launches++;
+  return r;
+}
+
+static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  const WgSpec *s;
+  const char *codes, *kernel;
+  if (nargs < 5) {
+    PyErr_SetString(PyExc_TypeError, "launch(gridX, gridY, gridZ, stream, spec, *args)");
+    return NULL;
+  }
+  if (spec_of(args[4], &s, &codes, &kernel))
+    return NULL;
+  if ((uint64_t)(nargs - 5) != s->nargs) {
+    PyErr_Format(PyExc_TypeError, "warpgauge C launcher: kernel '%s' takes %u arguments, got %zd",
+                 kernel, s->nargs, nargs - 5);
+    return NULL;
+  }
+  unsigned gx, gy, gz;
+  if (grid_arg(args[0], &gx) || grid_arg(args[1], &gy) || grid_arg(args[2], &gz))
+    return NULL;
+  uint64_t stream = PyLong_AsUnsignedLongLong(args[3]);
+  if (stream == (uint64_t)-1 && PyErr_Occurred())
+    return NULL;
+  if (load_cuda() || ensure_context(kernel))
+    return NULL;
+  uint64_t storage[WG_MAX_PARAMS];
+  void *params[WG_MAX_PARAMS];
+  if (pack(s, codes, kernel, args + 5, storage, params, 1) < 0)
+    return NULL;
+  if ((uint64_t)gx * gy * gz == 0)
+    Py_RETURN_NONE;
+  CUresult r = launch_packed(s, gx, gy, gz, stream, params);
   if (r != CUDA_SUCCESS)
     return cuda_error(r, "cuLaunchKernel", kernel);
-  n_launches++;
   Py_RETURN_NONE;
 }
 
@@ -497,6 +506,492 @@ static PyObject *launches(PyObject *self, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(n_launches);
 }
 
+/* ---------------------------------------------------------------------------------- Replay
+ *
+ * Replay(n_in, device, get_device, get_stream, stream, runtime, hooks, modes, slow, fast,
+ *        launches, result, refused): a recorded call's replay (_replay._Recipe) in one C call,
+ * called as replay(tensors, i0, ..., i<n_in-1>) with the inputs' data pointers, exactly like
+ * the Python replay that _replay._generate builds (which stays the fallback). It returns
+ * ``refused`` when the current device is not ``device`` (asked only when ``get_device`` is not
+ * None), the current stream is not ``stream`` (a workspace's; when not None), a launch hook is
+ * installed (runtime.launch_enter_hook / launch_exit_hook is not the recorded HookChain of
+ * ``hooks``, or that chain has calls), or two inputs share a pointer. It allocates each output
+ * through ``slow[j]`` when any of ``modes`` returns true (a dispatch or function mode,
+ * deterministic algorithms), else through ``fast[j]``, refuses an allocation off a 16-byte
+ * line, then launches each recorded kernel: its parameters were packed once, here, from the
+ * recorded arguments (``template``: the bytes pack() gives for them), and each pointer slot is
+ * filled per call from an input or an allocation.
+ * launches: tuple of (spec, gx, gy, gz, template bytes, slot parameter indices, slot sources),
+ *           a source being input i (< n_in) or allocation j (n_in + j);
+ * result:   one source (an allocation), returned itself, or a tuple of sources (-1: None)
+ *           returned as a tuple. */
+
+typedef struct {
+  PyObject *spec; /* bytes, kept alive: s points into it */
+  const WgSpec *s;
+  const char *name;
+  unsigned gx, gy, gz;
+  int nparams;
+  uint64_t *storage; /* the nparams packed template parameters */
+  int nslots;
+  int *slot_param;
+  int *slot_src;
+} WgLaunch;
+
+typedef struct {
+  PyObject_HEAD vectorcallfunc vectorcall;
+  int n_in, n_alloc, n_launch, n_result, tuple_result;
+  PyObject *device;     /* int */
+  PyObject *get_device; /* None: not asked (one CUDA device in the process) */
+  PyObject *get_stream;
+  PyObject *stream; /* None or the int handle a workspace serves */
+  PyObject *runtime;
+  PyObject *hooks; /* (enter HookChain, exit HookChain) */
+  PyObject *modes; /* callables */
+  PyObject *slow, *fast;
+  PyObject *refused;
+  PyObject *launches_obj; /* the constructor's launches (introspection) */
+  WgLaunch *launches;
+  int *result_src;
+} WgReplay;
+
+static PyObject *str_enter = NULL, *str_exit = NULL, *str_calls = NULL;
+
+static void replay_dealloc(WgReplay *r) {
+  Py_XDECREF(r->device);
+  Py_XDECREF(r->get_device);
+  Py_XDECREF(r->get_stream);
+  Py_XDECREF(r->stream);
+  Py_XDECREF(r->runtime);
+  Py_XDECREF(r->hooks);
+  Py_XDECREF(r->modes);
+  Py_XDECREF(r->slow);
+  Py_XDECREF(r->fast);
+  Py_XDECREF(r->refused);
+  Py_XDECREF(r->launches_obj);
+  if (r->launches) {
+    for (int k = 0; k < r->n_launch; k++) {
+      Py_XDECREF(r->launches[k].spec);
+      PyMem_Free(r->launches[k].storage);
+      PyMem_Free(r->launches[k].slot_param);
+      PyMem_Free(r->launches[k].slot_src);
+    }
+    PyMem_Free(r->launches);
+  }
+  PyMem_Free(r->result_src);
+  Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static int int_in(PyObject *o, long lo, long hi, int *out, const char *what) {
+  long v = PyLong_AsLong(o);
+  if (v == -1 && PyErr_Occurred())
+    return -1;
+  if (v < lo || v > hi) {
+    PyErr_Format(PyExc_ValueError, "Replay: %s = %ld out of range [%ld, %ld]", what, v, lo, hi);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+static int replay_launch_init(WgLaunch *L, PyObject *item, int n_src) {
+  if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 7) {
+    PyErr_SetString(PyExc_TypeError, "Replay: a launch is (spec, gx, gy, gz, template, "
+                                     "slot params, slot sources)");
+    return -1;
+  }
+  const char *codes;
+  PyObject *spec = PyTuple_GET_ITEM(item, 0);
+  if (spec_of(spec, &L->s, &codes, &L->name))
+    return -1;
+  Py_INCREF(spec);
+  L->spec = spec;
+  if (grid_arg(PyTuple_GET_ITEM(item, 1), &L->gx) || grid_arg(PyTuple_GET_ITEM(item, 2), &L->gy) ||
+      grid_arg(PyTuple_GET_ITEM(item, 3), &L->gz))
+    return -1;
+  PyObject *tpl = PyTuple_GET_ITEM(item, 4);
+  int params = 0;
+  for (uint32_t i = 0; i < L->s->nargs; i++)
+    params += codes[i] != 'c';
+  params += (int)L->s->trailing;
+  if (!PyBytes_CheckExact(tpl) || PyBytes_GET_SIZE(tpl) != (Py_ssize_t)params * 8) {
+    PyErr_Format(PyExc_ValueError, "Replay: kernel '%s' template must be %d bytes", L->name,
+                 params * 8);
+    return -1;
+  }
+  L->nparams = params;
+  L->storage = PyMem_Calloc(params ? params : 1, sizeof(uint64_t));
+  if (!L->storage)
+    return (PyErr_NoMemory(), -1);
+  memcpy(L->storage, PyBytes_AS_STRING(tpl), (size_t)params * 8);
+  PyObject *sp = PyTuple_GET_ITEM(item, 5), *ss = PyTuple_GET_ITEM(item, 6);
+  if (!PyTuple_Check(sp) || !PyTuple_Check(ss) || PyTuple_GET_SIZE(sp) != PyTuple_GET_SIZE(ss)) {
+    PyErr_SetString(PyExc_TypeError, "Replay: slot params and sources: tuples of one length");
+    return -1;
+  }
+  L->nslots = (int)PyTuple_GET_SIZE(sp);
+  L->slot_param = PyMem_Calloc(L->nslots ? L->nslots : 1, sizeof(int));
+  L->slot_src = PyMem_Calloc(L->nslots ? L->nslots : 1, sizeof(int));
+  if (!L->slot_param || !L->slot_src)
+    return (PyErr_NoMemory(), -1);
+  for (int i = 0; i < L->nslots; i++) {
+    if (int_in(PyTuple_GET_ITEM(sp, i), 0, params - 1 - (long)L->s->trailing, &L->slot_param[i],
+               "a slot's parameter") ||
+        int_in(PyTuple_GET_ITEM(ss, i), 0, n_src - 1, &L->slot_src[i], "a slot's source"))
+      return -1;
+  }
+  return 0;
+}
+
+static PyObject *replay_call(WgReplay *r, PyObject *const *args, size_t nargsf, PyObject *kw);
+
+static PyObject *replay_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  int n_in;
+  PyObject *device, *get_device, *get_stream, *stream, *runtime, *hooks, *modes, *slow, *fast;
+  PyObject *launches, *result, *refused;
+  if (kwds && PyDict_GET_SIZE(kwds)) {
+    PyErr_SetString(PyExc_TypeError, "Replay takes positional arguments only");
+    return NULL;
+  }
+  if (!PyArg_ParseTuple(args, "iOOOOOO!O!O!O!O!OO:Replay", &n_in, &device, &get_device,
+                        &get_stream, &stream, &runtime, &PyTuple_Type, &hooks, &PyTuple_Type,
+                        &modes, &PyTuple_Type, &slow, &PyTuple_Type, &fast, &PyTuple_Type,
+                        &launches, &result, &refused))
+    return NULL;
+  if (n_in < 1 || n_in > 64 || PyTuple_GET_SIZE(hooks) != 2 ||
+      PyTuple_GET_SIZE(slow) != PyTuple_GET_SIZE(fast) || PyTuple_GET_SIZE(slow) > 64 ||
+      PyTuple_GET_SIZE(launches) < 1 || PyTuple_GET_SIZE(launches) > 64 || !PyLong_Check(device) ||
+      (stream != Py_None && !PyLong_Check(stream))) {
+    PyErr_SetString(PyExc_ValueError, "Replay: malformed arguments");
+    return NULL;
+  }
+  WgReplay *r = (WgReplay *)type->tp_alloc(type, 0);
+  if (!r)
+    return NULL;
+  r->vectorcall = (vectorcallfunc)replay_call;
+  r->n_in = n_in;
+  r->n_alloc = (int)PyTuple_GET_SIZE(slow);
+  PyObject *keep[] = {device, get_device, get_stream, stream, runtime, hooks,
+                      modes,  slow,       fast,       refused, launches};
+  PyObject **dst[] = {&r->device, &r->get_device, &r->get_stream, &r->stream,
+                      &r->runtime, &r->hooks,     &r->modes,      &r->slow,
+                      &r->fast,    &r->refused,   &r->launches_obj};
+  for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+    Py_INCREF(keep[i]);
+    *dst[i] = keep[i];
+  }
+  int n_src = n_in + r->n_alloc;
+  if (PyLong_Check(result)) {
+    r->n_result = 1;
+    r->result_src = PyMem_Calloc(1, sizeof(int));
+    if (!r->result_src) {
+      PyErr_NoMemory();
+      goto fail;
+    }
+    if (int_in(result, n_in, n_src - 1, &r->result_src[0], "the result's allocation"))
+      goto fail;
+  } else if (PyTuple_Check(result)) {
+    r->tuple_result = 1;
+    r->n_result = (int)PyTuple_GET_SIZE(result);
+    r->result_src = PyMem_Calloc(r->n_result ? r->n_result : 1, sizeof(int));
+    if (!r->result_src) {
+      PyErr_NoMemory();
+      goto fail;
+    }
+    for (int i = 0; i < r->n_result; i++) {
+      int v;
+      if (int_in(PyTuple_GET_ITEM(result, i), -1, n_src - 1, &v, "a result's source"))
+        goto fail;
+      if (v >= 0 && v < n_in) {
+        PyErr_SetString(PyExc_ValueError, "Replay: a result must be an allocation or None");
+        goto fail;
+      }
+      r->result_src[i] = v;
+    }
+  } else {
+    PyErr_SetString(PyExc_TypeError, "Replay: result must be an int or a tuple of ints");
+    goto fail;
+  }
+  r->n_launch = (int)PyTuple_GET_SIZE(launches);
+  r->launches = PyMem_Calloc(r->n_launch, sizeof(WgLaunch));
+  if (!r->launches) {
+    PyErr_NoMemory();
+    goto fail;
+  }
+  for (int k = 0; k < r->n_launch; k++)
+    if (replay_launch_init(&r->launches[k], PyTuple_GET_ITEM(launches, k), n_src))
+      goto fail;
+  return (PyObject *)r;
+fail:
+  Py_DECREF(r);
+  return NULL;
+}
+
+/* 1: a launch hook is installed (refuse), 0: none, -1: error */
+static int hook_active(PyObject *runtime, PyObject *name, PyObject *chain) {
+  PyObject *h = PyObject_GetAttr(runtime, name);
+  if (!h)
+    return -1;
+  int other = h != chain;
+  Py_DECREF(h);
+  if (other)
+    return 1;
+  PyObject *calls = PyObject_GetAttr(chain, str_calls);
+  if (!calls)
+    return -1;
+  int t = PyObject_IsTrue(calls);
+  Py_DECREF(calls);
+  return t;
+}
+
+static int ptr_of(PyObject *o, uint64_t *out) {
+  *out = PyLong_AsUnsignedLongLong(o);
+  return (*out == (uint64_t)-1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* Everything but the driver calls: 1 refused, 0 ready (allocations in a[], pointers in p[]),
+ * -1 error. */
+static int replay_prepare(WgReplay *r, PyObject *const *args, Py_ssize_t nargs, PyObject **a,
+                          uint64_t *p, uint64_t *stream) {
+  if (nargs != 1 + r->n_in) {
+    PyErr_Format(PyExc_TypeError, "Replay: takes (tensors, %d pointers), got %zd arguments",
+                 r->n_in, nargs);
+    return -1;
+  }
+  for (int i = 0; i < r->n_in; i++)
+    if (ptr_of(args[1 + i], &p[i]))
+      return -1;
+  PyObject *dev = r->device;
+  if (r->get_device != Py_None) {
+    PyObject *d = PyObject_CallNoArgs(r->get_device);
+    if (!d)
+      return -1;
+    int same = PyObject_RichCompareBool(d, r->device, Py_EQ);
+    Py_DECREF(d);
+    if (same <= 0)
+      return same < 0 ? -1 : 1;
+  }
+  PyObject *st = NULL;
+  if (r->stream != Py_None) {
+    st = PyObject_CallOneArg(r->get_stream, dev);
+    if (!st)
+      return -1;
+    int same = PyObject_RichCompareBool(st, r->stream, Py_EQ);
+    if (same <= 0) {
+      Py_DECREF(st);
+      return same < 0 ? -1 : 1;
+    }
+  }
+  int h = hook_active(r->runtime, str_enter, PyTuple_GET_ITEM(r->hooks, 0));
+  if (h == 0)
+    h = hook_active(r->runtime, str_exit, PyTuple_GET_ITEM(r->hooks, 1));
+  if (h) {
+    Py_XDECREF(st);
+    return h;
+  }
+  for (int i = 0; i < r->n_in; i++)
+    for (int j = i + 1; j < r->n_in; j++)
+      if (p[i] == p[j]) {
+        Py_XDECREF(st);
+        return 1;
+      }
+  PyObject *allocs = r->fast;
+  for (Py_ssize_t m = 0; m < PyTuple_GET_SIZE(r->modes); m++) {
+    PyObject *v = PyObject_CallNoArgs(PyTuple_GET_ITEM(r->modes, m));
+    if (!v) {
+      Py_XDECREF(st);
+      return -1;
+    }
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (t < 0) {
+      Py_XDECREF(st);
+      return -1;
+    }
+    if (t) {
+      allocs = r->slow;
+      break;
+    }
+  }
+  int j = 0, status = 0;
+  for (; j < r->n_alloc; j++) {
+    a[j] = PyObject_CallNoArgs(PyTuple_GET_ITEM(allocs, j));
+    if (!a[j]) {
+      status = -1;
+      break;
+    }
+    PyObject *q = PyObject_CallMethodNoArgs(a[j], data_ptr_str);
+    if (!q) {
+      j++;
+      status = -1;
+      break;
+    }
+    int bad = ptr_of(q, &p[r->n_in + j]);
+    Py_DECREF(q);
+    if (bad) {
+      j++;
+      status = -1;
+      break;
+    }
+    if (p[r->n_in + j] & 15) {
+      j++;
+      status = 1;
+      break;
+    }
+  }
+  if (status == 0) {
+    if (!st)
+      st = PyObject_CallOneArg(r->get_stream, dev);
+    if (!st || ptr_of(st, stream))
+      status = -1;
+  }
+  Py_XDECREF(st);
+  if (status) {
+    for (int k = 0; k < j; k++)
+      Py_XDECREF(a[k]);
+  }
+  return status;
+}
+
+static PyObject *replay_result(WgReplay *r, PyObject **a) {
+  PyObject *out;
+  if (!r->tuple_result) {
+    out = a[r->result_src[0] - r->n_in];
+    Py_INCREF(out);
+  } else {
+    out = PyTuple_New(r->n_result);
+    if (out)
+      for (int i = 0; i < r->n_result; i++) {
+        PyObject *v = r->result_src[i] < 0 ? Py_None : a[r->result_src[i] - r->n_in];
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(out, i, v);
+      }
+  }
+  for (int j = 0; j < r->n_alloc; j++)
+    Py_DECREF(a[j]);
+  return out;
+}
+
+static void fill(const WgLaunch *L, const uint64_t *p, uint64_t *storage, void **params) {
+  memcpy(storage, L->storage, (size_t)L->nparams * 8);
+  for (int i = 0; i < L->nslots; i++)
+    storage[L->slot_param[i]] = p[L->slot_src[i]];
+  for (int i = 0; i < L->nparams; i++)
+    params[i] = &storage[i];
+}
+
+static PyObject *replay_call(WgReplay *r, PyObject *const *args, size_t nargsf, PyObject *kw) {
+  if (kw && PyTuple_GET_SIZE(kw)) {
+    PyErr_SetString(PyExc_TypeError, "Replay takes no keyword arguments");
+    return NULL;
+  }
+  PyObject *a[64];
+  uint64_t p[128], stream = 0;
+  int st = replay_prepare(r, args, PyVectorcall_NARGS(nargsf), a, p, &stream);
+  if (st) {
+    if (st < 0)
+      return NULL;
+    Py_INCREF(r->refused);
+    return r->refused;
+  }
+  if (load_cuda() || ensure_context(r->launches[0].name))
+    goto error;
+  uint64_t storage[WG_MAX_PARAMS];
+  void *params[WG_MAX_PARAMS];
+  for (int k = 0; k < r->n_launch; k++) {
+    const WgLaunch *L = &r->launches[k];
+    if ((uint64_t)L->gx * L->gy * L->gz == 0)
+      continue;
+    fill(L, p, storage, params);
+    CUresult res = launch_packed(L->s, L->gx, L->gy, L->gz, stream, params);
+    if (res != CUDA_SUCCESS) {
+      cuda_error(res, "cuLaunchKernel (replay)", L->name);
+      goto error;
+    }
+  }
+  return replay_result(r, a);
+error:
+  for (int j = 0; j < r->n_alloc; j++)
+    Py_DECREF(a[j]);
+  return NULL;
+}
+
+/* replay.dry(tensors, i0, ...) -> (result, stream, [params bytes per launch]) or refused: the
+ * call without the driver (tests on a machine without a GPU). */
+static PyObject *replay_dry(WgReplay *r, PyObject *const *args, Py_ssize_t nargs) {
+  PyObject *a[64];
+  uint64_t p[128], stream = 0;
+  int st = replay_prepare(r, args, nargs, a, p, &stream);
+  if (st) {
+    if (st < 0)
+      return NULL;
+    Py_INCREF(r->refused);
+    return r->refused;
+  }
+  PyObject *packed = PyList_New(r->n_launch);
+  if (!packed) {
+    for (int j = 0; j < r->n_alloc; j++)
+      Py_DECREF(a[j]);
+    return NULL;
+  }
+  uint64_t storage[WG_MAX_PARAMS];
+  void *params[WG_MAX_PARAMS];
+  for (int k = 0; k < r->n_launch; k++) {
+    fill(&r->launches[k], p, storage, params);
+    PyList_SET_ITEM(packed, k,
+                    PyBytes_FromStringAndSize((const char *)storage,
+                                              (Py_ssize_t)r->launches[k].nparams * 8));
+  }
+  PyObject *out = replay_result(r, a);
+  if (!out) {
+    Py_DECREF(packed);
+    return NULL;
+  }
+  return Py_BuildValue("(NKN)", out, (unsigned long long)stream, packed);
+}
+
+static PyObject *replay_get(WgReplay *r, void *which) {
+  PyObject *v = NULL;
+  switch ((int)(intptr_t)which) {
+  case 0: v = r->modes; break;
+  case 1: v = r->get_device; break;
+  case 2: v = r->fast; break;
+  case 3: v = r->slow; break;
+  case 4: v = r->launches_obj; break;
+  case 5: return PyLong_FromLong(r->n_in);
+  default: v = Py_None;
+  }
+  Py_INCREF(v);
+  return v;
+}
+
+static PyGetSetDef replay_getset[] = {
+    {"modes", (getter)replay_get, NULL, "the mode checks that send allocations to slow", (void *)0},
+    {"get_device", (getter)replay_get, NULL, "None: the current device is not read", (void *)1},
+    {"fast", (getter)replay_get, NULL, "the allocators without a mode", (void *)2},
+    {"slow", (getter)replay_get, NULL, "the allocators under a mode", (void *)3},
+    {"launches", (getter)replay_get, NULL, "the recorded launches", (void *)4},
+    {"n_in", (getter)replay_get, NULL, "number of inputs", (void *)5},
+    {NULL}};
+
+static PyMethodDef replay_methods[] = {
+    {"dry", (PyCFunction)(void (*)(void))replay_dry, METH_FASTCALL,
+     "dry(tensors, *pointers) -> (result, stream, [params]) or refused: no driver call"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject ReplayType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_wg_clauncher.Replay",
+    .tp_basicsize = sizeof(WgReplay),
+    .tp_dealloc = (destructor)replay_dealloc,
+    .tp_vectorcall_offset = offsetof(WgReplay, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "a recorded call's replay in one C call (see _clauncher.c)",
+    .tp_new = replay_new,
+    .tp_methods = replay_methods,
+    .tp_getset = replay_getset,
+};
+
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(gridX, gridY, gridZ, stream, spec, *args)"},
@@ -511,7 +1006,21 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_wg_clauncher", N
 
 PyMODINIT_FUNC PyInit__wg_clauncher(void) {
   data_ptr_str = PyUnicode_InternFromString("data_ptr");
-  if (!data_ptr_str)
+  str_enter = PyUnicode_InternFromString("launch_enter_hook");
+  str_exit = PyUnicode_InternFromString("launch_exit_hook");
+  str_calls = PyUnicode_InternFromString("calls");
+  if (!data_ptr_str || !str_enter || !str_exit || !str_calls)
     return NULL;
-  return PyModule_Create(&moduledef);
+  if (PyType_Ready(&ReplayType) < 0)
+    return NULL;
+  PyObject *m = PyModule_Create(&moduledef);
+  if (!m)
+    return NULL;
+  Py_INCREF(&ReplayType);
+  if (PyModule_AddObject(m, "Replay", (PyObject *)&ReplayType) < 0) {
+    Py_DECREF(&ReplayType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
 }

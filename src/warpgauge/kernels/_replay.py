@@ -75,6 +75,9 @@ if _launch.POISON:  # the test mode fills every allocation with NaN; replay does
 # ``WARPGAUGE_REPLAY=0`` (or ``ENABLED = False``) turns replay off; it is also off whenever the
 # cached launch path is (``_launch.FAST``), since replay launches cached kernels.
 ENABLED = os.environ.get("WARPGAUGE_REPLAY", "1") not in ("", "0")
+# The replay in one C call (``_clauncher.c``'s Replay) where every launch of a recipe goes through
+# warpgauge's C launcher; ``WARPGAUGE_C_REPLAY=0`` keeps the generated Python replay.
+C_REPLAY = os.environ.get("WARPGAUGE_C_REPLAY", "1") not in ("", "0")
 
 
 ANY_DEVICE = False  # a seam: the CPU tests replay CPU tensors (real replays need CUDA tensors)
@@ -359,12 +362,103 @@ def _generate(recipe):
     (``_one_device``) neither reads the current device: it cannot differ from the recording's."""
     src, ns = _replay_source(recipe, guarded=False)
     exec("\n".join(src), ns)  # noqa: S102 - code built above from the recipe's own values
+    gsrc, gns = _replay_source(recipe, guarded=True)
+    exec("\n".join(gsrc), gns)  # noqa: S102 - the same, less the dispatch-stack read
+    fast, gfast = ns["replay"], gns["replay"]
+    cfast = _c_replay(recipe, ns, guarded=False)
+    cgfast = _c_replay(recipe, gns, guarded=True) if cfast is not None else None
+    if cfast is not None and cgfast is not None:
+        fast, gfast = cfast, cgfast
+        ns["replay"] = fast
     n_in = recipe.n_in
     ptrs = "".join(f", tensors[{i}].data_ptr()" for i in range(n_in))
     exec(f"def run(tensors):\n    return replay(tensors{ptrs})", ns)  # noqa: S102
-    gsrc, gns = _replay_source(recipe, guarded=True)
-    exec("\n".join(gsrc), gns)  # noqa: S102 - the same, less the dispatch-stack read
-    return ns["replay"], ns["run"], gns["replay"]
+    return fast, ns["run"], gfast
+
+
+C_REPLAY_FALLBACKS: dict = {}  # why a recipe keeps the Python replay (last reasons, by kind)
+
+
+def _c_replay(recipe, ns, guarded):
+    """The C ``Replay`` doing what the Python replay built from ``ns`` does (same checks, same
+    allocators, same launches with the same packed arguments), or None where it cannot: output
+    poisoning, a launch not through warpgauge's C launcher, a tensor descriptor, a view in the
+    result, launch hooks that are not Triton 3.6's HookChain."""
+
+    def no(why):
+        C_REPLAY_FALLBACKS[why] = C_REPLAY_FALLBACKS.get(why, 0) + 1
+        return None
+
+    if not C_REPLAY or _launch.POISON:
+        return no("off" if not C_REPLAY else "poisoned outputs")
+    from . import _clauncher
+
+    mod = _clauncher._STATE.get("module")  # built when a launch took it
+    if mod is None or not hasattr(mod, "Replay"):
+        return no("no C launcher")
+    get_device, get_stream, runtime = _launch._RUNTIME
+    chain = _launch._TYPES[2]
+    hooks = (
+        getattr(runtime, "launch_enter_hook", None),
+        getattr(runtime, "launch_exit_hook", None),
+    )
+    if chain is None or any(type(h) is not chain for h in hooks):
+        return no("launch hooks are not a HookChain")
+    n_in, n_alloc = recipe.n_in, len(recipe.allocs)
+    slow = tuple(ns[f"E{j}"] for j in range(n_alloc))
+    direct = [ns.get(f"F{j}") for j in range(n_alloc)]
+    if any(f is not None for f in direct):
+        fast = tuple(f if f is not None else e for f, e in zip(direct, slow))
+        modes = (ns["DET"], ns["FMODES"]) if guarded else (ns["DET"], ns["DMODES"], ns["FMODES"])
+    else:
+        fast, modes = slow, ()
+    launches = []
+    for fn, head, g0, g1, g2, template, slots, descs in recipe.launches:
+        if fn is not mod.launch or descs or len(head) != 1 or type(head[0]) is not bytes:
+            return no("a launch not through the C launcher")
+        spec = head[0]
+        nargs = _clauncher._HEADER.unpack_from(spec)[5]
+        codes = spec[_clauncher._HEADER.size : _clauncher._HEADER.size + nargs].decode("ascii")
+        if len(codes) != len(template):
+            return no("arguments do not match the spec")
+        param = {}
+        k = 0
+        for pos, c in enumerate(codes):
+            if c != "c":
+                param[pos] = k
+                k += 1
+        tpl = list(template)
+        for pos, _src in slots:
+            if codes[pos] != "p":
+                return no("a pointer slot that is not a pointer")
+            tpl[pos] = 0
+        try:
+            packed = mod.pack(spec, *tpl)
+        except (TypeError, ValueError, OverflowError):
+            return no("a constant the C packing refuses")
+        launches.append((spec, g0, g1, g2, packed, tuple(param[p] for p, _ in slots),
+                         tuple(s for _, s in slots)))  # fmt: skip
+    kind, parts = recipe.result
+
+    def source(part):
+        if part[0] == "alloc":
+            return n_in + part[1]
+        if part[0] == "none":
+            return -1
+        return None  # a view: the Python replay
+
+    if kind == "single":
+        result = source(parts)
+        if result is None or result < 0:
+            return no("a view or None as the result")
+    else:
+        result = tuple(source(p) for p in parts)
+        if None in result:
+            return no("a view in the result")
+    one = _one_device(recipe.device)
+    return mod.Replay(n_in, int(recipe.device), None if one else get_device, get_stream,
+                      recipe.stream, runtime, hooks, modes, slow, fast, tuple(launches), result,
+                      _REFUSED)  # fmt: skip
 
 
 def _one_device(device) -> bool:
