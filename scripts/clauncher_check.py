@@ -10,7 +10,10 @@ kernel. ``host``: per op of ``scripts/host_parts.py``'s cases, us per call of th
 the C launcher off and on (caches rebuilt at each switch, interleaved rounds) and of the recipe's
 launches alone through Triton's launcher, the C launcher, and the C launcher holding the GIL.
 
-``PYTHONPATH=src python3 scripts/clauncher_check.py bitwise|host --out FILE.json``
+``replay``: the same cases without poisoning, the C replay (``_clauncher.c``'s Replay) against the
+generated Python replay, bitwise (``replay`` below).
+
+``PYTHONPATH=src python3 scripts/clauncher_check.py bitwise|replay|host|driver --out FILE.json``
 """
 
 from __future__ import annotations
@@ -137,6 +140,72 @@ def bitwise(out_path):
     print("fallbacks:", json.dumps(doc["fallbacks"], indent=1), flush=True)
     print(f"bitwise ok={doc['ok']}", flush=True)
     return 0 if doc["ok"] else 1
+
+
+def replay(out_path):
+    """The C replay (``_clauncher.c``'s Replay) against the generated Python replay, outputs not
+    poisoned (as a user runs): every bitwise case, six calls on the same inputs with
+    ``_replay.C_REPLAY`` off, then on (recipes rebuilt at each switch); the outputs of each pair
+    of calls must be bitwise identical, and the case's recipes must hold C replays wherever
+    their launches all went through the C launcher (``_replay.C_REPLAY_FALLBACKS`` says why
+    not)."""
+    import torch
+
+    from warpgauge.kernels import _launch, _replay
+
+    _launch.POISON = False
+    res = {}
+    for name, call in bitwise_cases(DEV):
+        runs = {}
+        try:
+            for flag in (False, True):
+                _replay.C_REPLAY = flag
+                _reset(True)
+                n0 = _replay.STATS["replays"]
+                outs = [[t.clone() for t in _flat(call())] for _ in range(6)]
+                (SYNC or torch.cuda.synchronize)()
+                kinds = sorted({type(r.fast).__name__ for per in _replay._RECIPES.values()
+                                for r in per.values() if type(r) is _replay._Recipe})  # fmt: skip
+                runs[flag] = (outs, _replay.STATS["replays"] - n0, kinds)
+        except Exception as e:  # noqa: BLE001 - a failing case is recorded, the others still run
+            res[name] = {"bitwise_equal": False, "error": f"{type(e).__name__}: {e}"}
+            print(f"{name:26s} ERROR {res[name]['error']}", flush=True)
+            continue
+        (py, n_py, k_py), (c, n_c, k_c) = runs[False], runs[True]
+        same = all(
+            len(p) == len(q)
+            and all(
+                s.dtype == t.dtype
+                and s.shape == t.shape
+                and torch.equal(s.contiguous().view(torch.uint8), t.contiguous().view(torch.uint8))
+                for s, t in zip(p, q)
+            )
+            for p, q in zip(py, c)
+        )
+        nans = sum(int(t.isnan().sum()) for o in c for t in o if t.is_floating_point())
+        res[name] = {"bitwise_equal": same, "nan_in_outputs": nans, "replays_python": n_py,
+                     "replays_c": n_c, "recipe_kinds_python": k_py, "recipe_kinds_c": k_c}  # fmt: skip
+        print(f"{name:26s} equal={same} nan={nans} replays py={n_py} c={n_c} kinds={k_c}",
+              flush=True)  # fmt: skip
+        _write_replay(out_path, res)
+    _replay.C_REPLAY = True
+    doc = _write_replay(out_path, res, final=True)
+    print("C replay fallbacks:", json.dumps(doc["fallbacks"], indent=1), flush=True)
+    print(f"replay ok={doc['ok']}", flush=True)
+    return 0 if doc["ok"] else 1
+
+
+def _write_replay(path, res, final=False):
+    from warpgauge.kernels import _replay
+
+    ok = all(v["bitwise_equal"] and v["nan_in_outputs"] == 0 for v in res.values())
+    # not vacuous: each case replayed (calls 3-6 at least) and took the C replay at least once
+    ok = ok and all(v["replays_c"] >= 3 and "Replay" in v["recipe_kinds_c"] for v in res.values())
+    doc = {"ok": ok and final, "complete": final, "cases": res,
+           "fallbacks": dict(_replay.C_REPLAY_FALLBACKS)}  # fmt: skip
+    with open(path, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    return doc
 
 
 def _write_bitwise(path, res, errors, final=False):
@@ -387,7 +456,7 @@ def _show_host(doc):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=("bitwise", "host", "driver", "summary"))
+    ap.add_argument("what", choices=("bitwise", "replay", "host", "driver", "summary"))
     ap.add_argument("--out", required=True, help="JSON to write (summary: bitwise.json,host.json)")
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=6)
@@ -405,6 +474,8 @@ def main(argv=None):
         DEV, SYNC = "cpu", lambda: None
     if a.what == "bitwise":
         return bitwise(a.out)
+    if a.what == "replay":
+        return replay(a.out)
     ops = [o for o in a.ops.split(",") if o]
     if a.what == "driver":
         driver(a.out, ops)

@@ -28,20 +28,71 @@ import time
 CLOCK = time.perf_counter  # --clock thread: this thread's CPU time (a shared CPU machine)
 
 
+class Swapped:
+    """A variant run with something swapped in around its loop (``enter``/``exit``), untimed."""
+
+    def __init__(self, fn, enter, exit):
+        self.fn, self.enter, self.exit = fn, enter, exit
+
+    def __call__(self):
+        return self.fn()
+
+
 def _loop(fn, calls, sync):
-    sync()
-    t0 = CLOCK()
-    for _ in range(calls):
-        fn()
-    t1 = CLOCK()
-    sync()
+    swapped = isinstance(fn, Swapped)
+    if swapped:
+        fn.enter()
+        fn = fn.fn
+    try:
+        sync()
+        t0 = CLOCK()
+        for _ in range(calls):
+            fn()
+        t1 = CLOCK()
+        sync()
+    finally:
+        if swapped:
+            _SWAP_EXIT.pop()()
     return (t1 - t0) / calls * 1e6
+
+
+_SWAP_EXIT: list = []
+
+
+def python_replays(launcher):
+    """``Swapped`` hooks that put the generated Python replay in place of each C replay in
+    ``launcher``'s hit entries (the same recipe's checks, allocations and launches) and back."""
+    from warpgauge.kernels import _replay, _replay_hit
+
+    hit = _replay._HITS.get(launcher)
+    entries = _replay_hit.namespace(hit)["ENTRIES"] if hit else []
+    recipes = [r for r in _replay._RECIPES.get(launcher, {}).values() if type(r) is _replay._Recipe]
+    saved = list(entries)
+    swapped = list(entries)
+    for i, e in enumerate(entries):
+        for r in recipes:
+            if e[3] is r.gfast or e[3] is r.fast:
+                if not hasattr(e[3], "__code__"):
+                    src, ns = _replay._replay_source(r, guarded=e[3] is r.gfast)
+                    exec("\n".join(src), ns)  # noqa: S102 - the module's own generated source
+                    swapped[i] = (*e[:3], ns["replay"], *e[4:])
+                break
+
+    def enter():
+        entries[:] = swapped
+        _SWAP_EXIT.append(lambda: entries.__setitem__(slice(None), saved))
+
+    return enter, swapped != saved
 
 
 def measure(variants, rounds, calls, sync):
     for fn in variants.values():
+        if isinstance(fn, Swapped):
+            fn.enter()
         for _ in range(20):
             fn()
+        if isinstance(fn, Swapped):
+            _SWAP_EXIT.pop()()
     names = list(variants)
     got = {n: [] for n in names}
     gc.disable()
@@ -58,18 +109,19 @@ def measure(variants, rounds, calls, sync):
 def _parts(launcher, args, tensors):
     """hit, guarded replay, allocations, launches, guard of ``launcher``'s recipe for
     ``args`` (after it has been replayed through a guard)."""
-    from warpgauge.kernels import _replay
+    from warpgauge.kernels import _replay, _replay_hit
 
     hit = _replay._HITS.get(launcher)
     if not hit:
         return {}
     out = {"hit": lambda: hit(args)}
-    entries = hit.__globals__["ENTRIES"]
+    entries = _replay_hit.namespace(hit)["ENTRIES"]
     entry = next((e for e in entries if e[0](*tensors)), None)
     if entry is None:
         return out
     check, replay = entry[0], entry[3]
-    replay = getattr(replay, "fast", replay)  # (code before host10: the entry holds the recipe)
+    if type(replay).__name__ == "_Recipe":  # (code before host10: the entry holds the recipe)
+        replay = replay.fast
     ptrs = [t.data_ptr() for t in tensors]
     out["guarded replay"] = lambda: replay(tuple(tensors), *ptrs)
     out["guard check"] = lambda: check(*tensors)
@@ -190,6 +242,10 @@ def main(argv=None):
             public(*call_args)
             grad_call()
         variants = {"public": lambda: public(*call_args), "public, autograd": grad_call}
+        enter, any_c = python_replays(launcher)
+        if any_c:  # the same public calls with the generated Python replay in the hit
+            variants["public, Python replay"] = Swapped(variants["public"], enter, None)
+            variants["public, autograd, Python replay"] = Swapped(grad_call, enter, None)
         variants.update(_parts(launcher, call_args, tensors))
         keep = variants.pop("_keep", None)
         if not args.fake:

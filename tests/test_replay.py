@@ -13,7 +13,7 @@ import triton.language as tl
 from torch.utils._python_dispatch import TorchDispatchMode
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from warpgauge.kernels import _launch, _replay
+from warpgauge.kernels import _launch, _replay, _replay_hit
 
 from .test_host_path import _STREAM, make_toy, toy  # noqa: F401  (toy is a fixture)
 
@@ -659,7 +659,7 @@ def test_the_allocator_entry_is_used_only_on_the_recorded_device():
 
 
 def _entries(launcher):
-    return _replay._HITS[launcher].__globals__["ENTRIES"]
+    return _replay_hit.namespace(_replay._HITS[launcher])["ENTRIES"]
 
 
 def test_the_hits_guard_replays_only_what_the_key_would(eager_toy):
@@ -778,7 +778,9 @@ def test_the_hit_keeps_a_few_recent_guards_and_replays_each_signature_with_its_r
     assert _entries(mod.f) is entries and len(entries) == _replay_hit.MAX_ENTRIES
     # all entries in use: a key-lookup replay replaces one only every EVICT_EVERY-th time ...
     kept = list(entries)
-    _replay._HITS[mod.f].__globals__["STATE"][0] = 0  # count from here: 2 misses per cycle
+    _replay_hit.namespace(_replay._HITS[mod.f])["STATE"][0] = (
+        0  # count from here: 2 misses per cycle
+    )
     for _ in range(_replay_hit.EVICT_EVERY // 2 - 1):
         for r in rows:
             _eager.eager(mod, "f", (_x(r, 16), _x(r, 16), 0.5))

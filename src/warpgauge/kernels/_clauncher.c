@@ -992,6 +992,361 @@ static PyTypeObject ReplayType = {
     .tp_getset = replay_getset,
 };
 
+/* ------------------------------------------------------------------------------------- Hit
+ *
+ * Hit(kinds, entries, slow, la, rp, grad_enabled, stats, T, P, Q, scalars, miss, refused,
+ *     needs_grad): the guarded section of a launcher's unrolled hit (_replay_hit._guarded) in
+ * C, called as hit(args). ``kinds`` has one letter per argument: "T" a plain tensor, "S" a
+ * scalar, "Q" an Int4Weight (its packed and scales tensors, its group_size compared as a
+ * scalar). When the arguments are of those kinds, no recording runs and replay and the cached
+ * launch are on (la._RECORDING is None, rp.ENABLED, la.FAST), it tries each entry
+ * (check, sc, al, replay, cuda, rg) of the live list ``entries`` as the Python hit does: the
+ * tensor guard, the scalars, the device (cuda or rp.ANY_DEVICE), the pointers' packed 16-byte
+ * alignment, then the replay, counting in ``stats`` and returning what the Python hit returns.
+ * Everything else is ``slow(args)``: the same hit without its guarded section. */
+
+#define WG_HIT_MAX 16
+
+typedef struct {
+  PyObject_HEAD vectorcallfunc vectorcall;
+  int n;               /* arguments */
+  char kinds[WG_HIT_MAX];
+  PyObject *entries;   /* list, shared with the Python hit (_replay_hit._learn updates it) */
+  PyObject *slow, *la, *rp, *grad_enabled, *stats, *T, *P, *Q, *scalars;
+  PyObject *miss, *refused, *needs_grad;
+} WgHit;
+
+static PyObject *str_recording = NULL, *str_enabled = NULL, *str_fast = NULL,
+                *str_any_device = NULL, *str_packed = NULL, *str_scales = NULL,
+                *str_group_size = NULL, *str_replays = NULL, *str_refused = NULL;
+
+static void hit_dealloc(WgHit *h) {
+  Py_XDECREF(h->entries);
+  Py_XDECREF(h->slow);
+  Py_XDECREF(h->la);
+  Py_XDECREF(h->rp);
+  Py_XDECREF(h->grad_enabled);
+  Py_XDECREF(h->stats);
+  Py_XDECREF(h->T);
+  Py_XDECREF(h->P);
+  Py_XDECREF(h->Q);
+  Py_XDECREF(h->scalars);
+  Py_XDECREF(h->miss);
+  Py_XDECREF(h->refused);
+  Py_XDECREF(h->needs_grad);
+  Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+static PyObject *hit_call(WgHit *h, PyObject *const *args, size_t nargsf, PyObject *kw);
+
+static PyObject *hit_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  const char *kinds;
+  Py_ssize_t nk;
+  PyObject *entries, *slow, *la, *rp, *grad_enabled, *stats, *T, *P, *Q, *scalars, *miss,
+      *refused, *needs_grad;
+  if (kwds && PyDict_GET_SIZE(kwds)) {
+    PyErr_SetString(PyExc_TypeError, "Hit takes positional arguments only");
+    return NULL;
+  }
+  if (!PyArg_ParseTuple(args, "s#O!OOOOO!OOOOOOO:Hit", &kinds, &nk, &PyList_Type, &entries,
+                        &slow, &la, &rp, &grad_enabled, &PyDict_Type, &stats, &T, &P, &Q,
+                        &scalars, &miss, &refused, &needs_grad))
+    return NULL;
+  if (nk < 1 || nk > WG_HIT_MAX) {
+    PyErr_SetString(PyExc_ValueError, "Hit: 1 to 16 argument kinds");
+    return NULL;
+  }
+  for (Py_ssize_t i = 0; i < nk; i++)
+    if (kinds[i] != 'T' && kinds[i] != 'S' && kinds[i] != 'Q') {
+      PyErr_Format(PyExc_ValueError, "Hit: unknown argument kind '%c'", kinds[i]);
+      return NULL;
+    }
+  if (!PyType_Check(T) || !PyType_Check(P) || !PyType_Check(Q) || !PyAnySet_Check(scalars)) {
+    PyErr_SetString(PyExc_TypeError, "Hit: T, P, Q must be types and scalars a set");
+    return NULL;
+  }
+  WgHit *h = (WgHit *)type->tp_alloc(type, 0);
+  if (!h)
+    return NULL;
+  h->vectorcall = (vectorcallfunc)hit_call;
+  h->n = (int)nk;
+  memcpy(h->kinds, kinds, (size_t)nk);
+  PyObject *keep[] = {entries, slow, la, rp, grad_enabled, stats, T, P, Q, scalars, miss,
+                      refused, needs_grad};
+  PyObject **dst[] = {&h->entries, &h->slow, &h->la, &h->rp, &h->grad_enabled, &h->stats,
+                      &h->T, &h->P, &h->Q, &h->scalars, &h->miss, &h->refused, &h->needs_grad};
+  for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+    Py_INCREF(keep[i]);
+    *dst[i] = keep[i];
+  }
+  return (PyObject *)h;
+}
+
+/* 1 when module attribute ``name`` is truthy, 0 when not, -1 on error */
+static int attr_true(PyObject *obj, PyObject *name) {
+  PyObject *v = PyObject_GetAttr(obj, name);
+  if (!v)
+    return -1;
+  int t = PyObject_IsTrue(v);
+  Py_DECREF(v);
+  return t;
+}
+
+/* stats[key] += 1 */
+static int count(PyObject *stats, PyObject *key) {
+  PyObject *v = PyDict_GetItemWithError(stats, key); /* borrowed */
+  if (!v && PyErr_Occurred())
+    return -1;
+  PyObject *one = PyLong_FromLong(1);
+  if (!one)
+    return -1;
+  PyObject *s = v ? PyNumber_Add(v, one) : one;
+  if (v)
+    Py_DECREF(one);
+  if (!s)
+    return -1;
+  int r = PyDict_SetItem(stats, key, s);
+  Py_DECREF(s);
+  return r;
+}
+
+static PyObject *hit_call(WgHit *h, PyObject *const *cargs, size_t nargsf, PyObject *kw) {
+  if (PyVectorcall_NARGS(nargsf) != 1 || (kw && PyTuple_GET_SIZE(kw))) {
+    PyErr_SetString(PyExc_TypeError, "hit(args) takes one tuple");
+    return NULL;
+  }
+  PyObject *args = cargs[0];
+  if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != h->n)
+    return PyObject_CallOneArg(h->slow, args);
+  PyObject *tensors[2 * WG_HIT_MAX]; /* borrowed, except Q's two (owned: held in qrefs) */
+  PyObject *scal[WG_HIT_MAX];        /* borrowed or owned (Q's group_size: in qrefs) */
+  PyObject *qrefs[3 * WG_HIT_MAX];
+  int nt = 0, ns = 0, nq = 0;
+  PyObject *result = NULL;
+  for (int i = 0; i < h->n; i++) {
+    PyObject *a = PyTuple_GET_ITEM(args, i);
+    PyTypeObject *ta = Py_TYPE(a);
+    if (h->kinds[i] == 'T') {
+      if ((PyObject *)ta != h->T && (PyObject *)ta != h->P)
+        goto slow;
+      tensors[nt++] = a;
+    } else if (h->kinds[i] == 'S') {
+      int in = PySet_Contains(h->scalars, (PyObject *)ta);
+      if (in < 0)
+        goto error;
+      if (!in)
+        goto slow;
+      scal[ns++] = a;
+    } else {
+      if ((PyObject *)ta != h->Q)
+        goto slow;
+      PyObject *p = PyObject_GetAttr(a, str_packed);
+      if (!p)
+        goto error;
+      qrefs[nq++] = p;
+      PyObject *q = PyObject_GetAttr(a, str_scales);
+      if (!q)
+        goto error;
+      qrefs[nq++] = q;
+      if ((PyObject *)Py_TYPE(p) != h->T || (PyObject *)Py_TYPE(q) != h->T)
+        goto slow;
+      PyObject *g = PyObject_GetAttr(a, str_group_size);
+      if (!g)
+        goto error;
+      qrefs[nq++] = g;
+      tensors[nt++] = p;
+      tensors[nt++] = q;
+      scal[ns++] = g;
+    }
+  }
+  {
+    PyObject *rec = PyObject_GetAttr(h->la, str_recording);
+    if (!rec)
+      goto error;
+    int recording = rec != Py_None;
+    Py_DECREF(rec);
+    if (recording)
+      goto slow;
+    int t = attr_true(h->rp, str_enabled);
+    if (t > 0)
+      t = attr_true(h->la, str_fast);
+    if (t < 0)
+      goto error;
+    if (!t)
+      goto slow;
+  }
+  for (Py_ssize_t e = 0; e < PyList_GET_SIZE(h->entries); e++) {
+    PyObject *entry = PyList_GET_ITEM(h->entries, e);
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 6) {
+      PyErr_SetString(PyExc_TypeError, "Hit: an entry is (check, sc, al, replay, cuda, rg)");
+      goto error;
+    }
+    Py_INCREF(entry); /* the list may change under the calls below */
+    PyObject *ok = PyObject_Vectorcall(PyTuple_GET_ITEM(entry, 0), tensors, nt, NULL);
+    int pass = ok ? PyObject_IsTrue(ok) : -1;
+    Py_XDECREF(ok);
+    if (pass > 0) { /* the scalars, in argument order: S as (type, value), Q's group size */
+      PyObject *sc = PyTuple_GET_ITEM(entry, 1);
+      if (!PyTuple_Check(sc) || PyTuple_GET_SIZE(sc) != ns) {
+        pass = 0;
+      } else {
+        int j = 0;
+        for (int i = 0; i < h->n && pass > 0; i++) {
+          if (h->kinds[i] == 'T')
+            continue;
+          PyObject *want = PyTuple_GET_ITEM(sc, j);
+          if (h->kinds[i] == 'S') {
+            if (!PyTuple_Check(want) || PyTuple_GET_SIZE(want) != 2 ||
+                PyTuple_GET_ITEM(want, 0) != (PyObject *)Py_TYPE(scal[j]))
+              pass = 0;
+            else
+              pass = PyObject_RichCompareBool(scal[j], PyTuple_GET_ITEM(want, 1), Py_EQ);
+          } else {
+            pass = PyObject_RichCompareBool(scal[j], want, Py_EQ);
+          }
+          j++;
+        }
+      }
+    }
+    if (pass > 0 && !PyObject_IsTrue(PyTuple_GET_ITEM(entry, 4))) /* not cuda */
+      pass = attr_true(h->rp, str_any_device);
+    if (pass <= 0) {
+      Py_DECREF(entry);
+      if (pass < 0)
+        goto error;
+      continue;
+    }
+    /* the pointers, and their 16-byte alignments packed 4 bits per tensor */
+    PyObject *call[1 + 2 * WG_HIT_MAX];
+    unsigned long long al = 0;
+    int k = 0, bad = 0;
+    for (; k < nt; k++) {
+      PyObject *d = PyObject_CallMethodNoArgs(tensors[k], data_ptr_str);
+      if (!d) {
+        bad = 1;
+        break;
+      }
+      call[1 + k] = d;
+      unsigned long long v = PyLong_AsUnsignedLongLong(d);
+      if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        k++;
+        bad = 1;
+        break;
+      }
+      al |= (v & 15ull) << (4 * k);
+    }
+    if (!bad) {
+      unsigned long long want = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(entry, 2));
+      if (want == (unsigned long long)-1 && PyErr_Occurred())
+        bad = 1;
+      else if (want != al)
+        bad = 2;
+    }
+    if (bad) {
+      for (int m = 1; m <= k; m++)
+        Py_DECREF(call[m]);
+      Py_DECREF(entry);
+      if (bad == 1)
+        goto error;
+      continue; /* another alignment: the next entry */
+    }
+    PyObject *tup = PyTuple_New(nt);
+    if (!tup) {
+      for (int m = 1; m <= nt; m++)
+        Py_DECREF(call[m]);
+      Py_DECREF(entry);
+      goto error;
+    }
+    for (int m = 0; m < nt; m++) {
+      Py_INCREF(tensors[m]);
+      PyTuple_SET_ITEM(tup, m, tensors[m]);
+    }
+    call[0] = tup;
+    PyObject *out = PyObject_Vectorcall(PyTuple_GET_ITEM(entry, 3), call, 1 + nt, NULL);
+    for (int m = 0; m <= nt; m++)
+      Py_DECREF(call[m]);
+    if (!out) {
+      Py_DECREF(entry);
+      goto error;
+    }
+    int rg = PyObject_IsTrue(PyTuple_GET_ITEM(entry, 5));
+    Py_DECREF(entry);
+    if (rg) {
+      PyObject *ge = PyObject_CallNoArgs(h->grad_enabled);
+      int on = ge ? PyObject_IsTrue(ge) : -1;
+      Py_XDECREF(ge);
+      if (on < 0) {
+        Py_DECREF(out);
+        goto error;
+      }
+      if (on) { /* autograd records the call */
+        if (out == h->refused) {
+          Py_DECREF(out);
+          Py_INCREF(h->needs_grad);
+          result = h->needs_grad;
+          goto done;
+        }
+        if (count(h->stats, str_replays)) {
+          Py_DECREF(out);
+          goto error;
+        }
+        result = PyList_New(1);
+        if (!result) {
+          Py_DECREF(out);
+          goto error;
+        }
+        PyList_SET_ITEM(result, 0, out);
+        goto done;
+      }
+    }
+    if (count(h->stats, out == h->refused ? str_refused : str_replays)) {
+      Py_DECREF(out);
+      goto error;
+    }
+    result = out;
+    goto done;
+  }
+slow:
+  result = PyObject_CallOneArg(h->slow, args);
+  goto done;
+error:
+  result = NULL;
+done:
+  for (int m = 0; m < nq; m++)
+    Py_DECREF(qrefs[m]);
+  return result;
+}
+
+static PyObject *hit_get(WgHit *h, void *which) {
+  PyObject *v;
+  switch ((int)(intptr_t)which) {
+  case 0: v = h->entries; break;
+  case 1: v = h->slow; break;
+  default: return PyUnicode_FromStringAndSize(h->kinds, h->n);
+  }
+  Py_INCREF(v);
+  return v;
+}
+
+static PyGetSetDef hit_getset[] = {
+    {"entries", (getter)hit_get, NULL, "the guarded entries (shared with the Python hit)",
+     (void *)0},
+    {"slow", (getter)hit_get, NULL, "the Python hit without its guarded section", (void *)1},
+    {"kinds", (getter)hit_get, NULL, "one letter per argument", (void *)2},
+    {NULL}};
+
+static PyTypeObject HitType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_wg_clauncher.Hit",
+    .tp_basicsize = sizeof(WgHit),
+    .tp_dealloc = (destructor)hit_dealloc,
+    .tp_vectorcall_offset = offsetof(WgHit, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "a launcher's guarded hit in C (see _clauncher.c)",
+    .tp_new = hit_new,
+    .tp_getset = hit_getset,
+};
+
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(gridX, gridY, gridZ, stream, spec, *args)"},
@@ -1009,9 +1364,20 @@ PyMODINIT_FUNC PyInit__wg_clauncher(void) {
   str_enter = PyUnicode_InternFromString("launch_enter_hook");
   str_exit = PyUnicode_InternFromString("launch_exit_hook");
   str_calls = PyUnicode_InternFromString("calls");
-  if (!data_ptr_str || !str_enter || !str_exit || !str_calls)
+  str_recording = PyUnicode_InternFromString("_RECORDING");
+  str_enabled = PyUnicode_InternFromString("ENABLED");
+  str_fast = PyUnicode_InternFromString("FAST");
+  str_any_device = PyUnicode_InternFromString("ANY_DEVICE");
+  str_packed = PyUnicode_InternFromString("packed");
+  str_scales = PyUnicode_InternFromString("scales");
+  str_group_size = PyUnicode_InternFromString("group_size");
+  str_replays = PyUnicode_InternFromString("replays");
+  str_refused = PyUnicode_InternFromString("refused");
+  if (!data_ptr_str || !str_enter || !str_exit || !str_calls || !str_recording || !str_enabled ||
+      !str_fast || !str_any_device || !str_packed || !str_scales || !str_group_size ||
+      !str_replays || !str_refused)
     return NULL;
-  if (PyType_Ready(&ReplayType) < 0)
+  if (PyType_Ready(&ReplayType) < 0 || PyType_Ready(&HitType) < 0)
     return NULL;
   PyObject *m = PyModule_Create(&moduledef);
   if (!m)
@@ -1019,6 +1385,12 @@ PyMODINIT_FUNC PyInit__wg_clauncher(void) {
   Py_INCREF(&ReplayType);
   if (PyModule_AddObject(m, "Replay", (PyObject *)&ReplayType) < 0) {
     Py_DECREF(&ReplayType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  Py_INCREF(&HitType);
+  if (PyModule_AddObject(m, "Hit", (PyObject *)&HitType) < 0) {
+    Py_DECREF(&HitType);
     Py_DECREF(m);
     return NULL;
   }

@@ -23,6 +23,8 @@ in the same order as ``_signature``'s, and ``build`` checks that on the call it 
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from ..quant import Int4Weight
@@ -296,8 +298,10 @@ def build(launcher, args, sig, tensors):
     head, tail = body[:split], body[split:]
     probe = ["def probe(args):", *head, *_grad_section(plain), *tail, "    return key, tensors"]
     hit = ["def hit(args):", *head, *guarded, *_grad_section(plain), *tail]
+    # ``slow``: the same less the guarded section, for the C hit's every other call
+    slow = ["def slow(args):", *head, *_grad_section(plain), *tail]
     rg = " or ".join(f"{a}.requires_grad" for a in plain) or "False"
-    hit += [
+    lookup = [
         "    if LA._RECORDING is not None or not (RP.ENABLED and LA.FAST):",
         "        return MISS",
         "    recipe = PER.get(key)",
@@ -311,10 +315,37 @@ def build(launcher, args, sig, tensors):
         f"    LEARN(ENTRIES, GUARDS, STATE, key, tensors, {sc}, ({al}), recipe, {rg})",
         "    return out",
     ]
-    exec("\n".join(probe + hit), ns)  # noqa: S102 - built above from the argument kinds only
+    hit += lookup
+    slow += lookup
+    exec("\n".join(probe + hit + slow), ns)  # noqa: S102 - built above from the argument kinds only
     got = ns["probe"](args)
     if got is MISS or got is _replay.NEEDS_GRAD or got[0] != sig or list(got[1]) != list(tensors):
         return None
     if any(a is not b for a, b in zip(got[1], tensors)):
         return None
-    return ns["hit"]
+    return _c_hit(kinds, ns) or ns["hit"]
+
+
+C_HIT = os.environ.get("WARPGAUGE_C_HIT", "1") not in ("", "0")
+
+
+def _c_hit(kinds, ns):
+    """The guarded section in C (``_clauncher.c``'s Hit: the same checks, the same entries list,
+    ``slow`` for everything else), or None (``WARPGAUGE_C_HIT=0``, or the extension not built:
+    no C compiler, another Python): then the generated Python ``hit``."""
+    if not C_HIT or _guard_type() is None:
+        return None
+    from . import _clauncher
+
+    mod = _clauncher.module()
+    if mod is None or not hasattr(mod, "Hit"):
+        return None
+    return mod.Hit("".join(kinds), ns["ENTRIES"], ns["slow"], _launch, _replay,
+                   torch.is_grad_enabled, ns["STATS"], torch.Tensor, torch.nn.Parameter,
+                   Int4Weight, ns["SCALARS"], MISS, _replay._REFUSED, _replay.NEEDS_GRAD)  # fmt: skip
+
+
+def namespace(hit) -> dict:
+    """The generated hit's globals (``ENTRIES``, ``GUARDS``, ``STATE``, ...), for a Python hit
+    or a C one (whose ``slow`` shares them)."""
+    return getattr(hit, "slow", hit).__globals__
