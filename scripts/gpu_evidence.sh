@@ -476,6 +476,43 @@ case "${1:-}" in
     WARPGAUGE_C_REPLAY=0 bench_part host-py 90 --mode host --skip 'compile*' --max-minutes 1.1
     bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
     ;;
+  final11)  # session 11, carries .whl .peers/c: the C hit and C replay at the final commit. Quiet
+    # host first: the host-path GPU tests, the C replay against the Python one (unpoisoned), the
+    # C launcher's bitwise check, a call part by part, then host mode three times back to back
+    # (C paths on, off with WARPGAUGE_C_HIT=0 WARPGAUGE_C_REPLAY=0, on again); then the GPU test
+    # lanes side by side (correctness only) and memcheck
+    install_peers
+    d="$OUT/host11"; mkdir -p "$d"
+    echo "[$(stamp)] host-path GPU tests"
+    ( timeout -k 5 "${TEST_S:-150}" python3 -m pytest -q -p no:cacheprovider -rfE \
+        tests/gpu/test_host_path_gpu.py >"$d/host_path.log" 2>&1; echo "exit $?" >>"$d/host_path.log" )
+    tail -n 3 "$d/host_path.log"
+    timeout -k 5 90 python3 scripts/clauncher_check.py replay --out "$d/replay.json" >"$d/replay.log" 2>&1
+    echo "replay exit $?" >>"$d/replay.log"; tail -n 6 "$d/replay.log"
+    WARPGAUGE_POISON_OUTPUTS=1 timeout -k 5 90 python3 scripts/clauncher_check.py bitwise \
+      --out "$d/bitwise.json" >"$d/bitwise.log" 2>&1
+    echo "bitwise exit $?" >>"$d/bitwise.log"; tail -n 2 "$d/bitwise.log"
+    timeout -k 5 "${PARTS_S:-80}" python3 scripts/host_parts.py --out "$d/parts.json" >"$d/parts.log" 2>&1
+    echo "parts exit $?" >>"$d/parts.log"; cut -c1-150 "$d/parts.log"
+    pack host11
+    bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    WARPGAUGE_C_HIT=0 WARPGAUGE_C_REPLAY=0 bench_part host-py 90 --mode host --skip 'compile*' --max-minutes 1.1
+    bench_part host-again 90 --mode host --skip 'compile*' --max-minutes 1.1
+    d="$OUT/gputests11"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
+    lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-170}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+    echo "[$(stamp)] gpu tests (session 11 lanes)"
+    lane rows $P tests/gpu/test_rows_gpu.py tests/gpu/test_rowsum10_gpu.py
+    lane gemm_int4 $P tests/gpu/test_gemm_int4_gpu.py tests/gpu/test_gemm_rules_gpu.py
+    lane training $P tests/gpu/test_training_gpu.py
+    lane hardening $P tests/gpu/test_determinism_gpu.py tests/gpu/test_indexing_gpu.py tests/gpu/test_faults_gpu.py
+    lane memcheck env SANITIZE_TIMEOUT=$(( ${LANE_S:-170} - 10 )) bash scripts/sanitize.sh "$d/san" memcheck
+    lane properties $P tests/gpu/test_properties_gpu.py
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    grep -h "ERROR SUMMARY\|cases passed" "$d"/san/*.log 2>/dev/null
+    pack gputests11
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
