@@ -157,13 +157,14 @@ def _fields(p):
         (16, 4096, 4096, ("tile", 16, 128, 8, 4, False, False)),
         (4, 8192, 8192, ("mm", 16, 256, 8, 4, False, False)),  # larger: the mm kernel
         (16, 14336, 4096, ("mm", 16, 256, 4, 4, False, False)),
-        # batch 17-64 on weights >= 2^25: 32 / 64-row tiles, 2 / 3 programs per SM, TMA
+        # batch 17-64 on weights >= 2^25: 32 / 64-row tiles, 2 / 3 programs per SM, TMA, the
+        # reduction kernel (results/int4b11-h200: faster than fused in all 32 pairs)
         (32, 4096, 4096, ("mm", 32, 128, 4, 4, False, False)),  # small weight: the mm rule
-        (32, 14336, 4096, ("tile", 32, 64, 2, 4, True, True)),
-        (17, 8192, 8192, ("tile", 32, 64, 4, 4, True, True)),
-        (64, 4096, 14336, ("tile", 64, 64, 8, 4, True, True)),
-        (33, 14336, 4096, ("tile", 64, 64, 2, 4, True, True)),
-        (64, 8192, 8192, ("tile", 64, 64, 4, 4, True, True)),
+        (32, 14336, 4096, ("tile", 32, 64, 2, 4, False, True)),
+        (17, 8192, 8192, ("tile", 32, 64, 4, 4, False, True)),
+        (64, 4096, 14336, ("tile", 64, 64, 8, 4, False, True)),
+        (33, 14336, 4096, ("tile", 64, 64, 2, 4, False, True)),
+        (64, 8192, 8192, ("tile", 64, 64, 4, 4, False, True)),
         # batch 65-256: 128 x 64 tiles without a split when they make >= 3 per SM
         (256, 14336, 4096, ("tile", 128, 64, 1, 4, True, True)),  # 448 tiles
         (65, 28672, 8192, ("tile", 128, 64, 1, 4, True, True)),

@@ -305,12 +305,19 @@ SMALL_WEIGHT_FUSED = False
 # 4096x14336) and the unfused GEMV form was within 1-3.5% of the mm kernel (25.3 / 25.5 / 22.4 /
 # 22.8 against 25.6 / 25.8 / 22.9 / 23.6 at batch 4 / 16), measured at only 4 of its 17 points.
 # 17 <= M <= 64, N * K >= SMALL_WEIGHT: the large-batch form, 4 warps, TMA loads, the split that
-# reaches TILE_PROGRAMS_PER_SM programs per SM (>= 4 groups per split), fused reduction.
+# reaches TILE_PROGRAMS_PER_SM programs per SM (>= 4 groups per split), the reduction kernel
+# (TILE_SPLIT_FUSED; int4big's times below are of the fused reduction).
 # batch 32: 32 x 64 tiles, 2 per SM: 14336x4096 32.1 (old 35.0), 8192^2 33.6 (37.4);
 # batch 64: 64 x 64 tiles (127 registers, 57 KB shared: 3 programs per SM), 3 per SM:
 # 4096x14336 43.6 (46.8), 14336x4096 40.2 (40.1), 8192^2 44.7 (44.4).
 # 4096^2 lost at every tile (32: 18.8 against 15.1; 64: 21.7 against 17.4): the old plan stays.
 TILE_PROGRAMS_PER_SM = {32: 2.0, 64: 3.0}
+# The split-K of those tiles reduced by the reduction kernel, not fused in the tile kernel: in
+# int4b11's sweep (results/int4b11-h200/sweep.jsonl, clean-flush graph timing, 7 model weights
+# x batch 32 / 64, each tile plan timed fused and not) the separate reduction was faster in all
+# 32 pairs, by 1.02-1.14x (geomean 1.057x at batch 32, 1.072x at batch 64); bit-identical
+# results either way (the same additions in the same order).
+TILE_SPLIT_FUSED = False
 # 64 < M <= 256: 128 x 64 tiles, 4 warps, TMA, no split, when those tiles alone make at least
 # TILE_WIDE_TILES_PER_SM per SM (448-4008 tiles measured, 1.14-1.22x the old plan: 256x14336x4096
 # 75.3 (85.9), 128x28672x8192 139.7 (164.5), 256x28672x8192 265.0 (310.4), 256x128256x4096 514.5
@@ -350,5 +357,6 @@ def tile_rule(fields: dict, M: int, N: int, K: int, sm_count: int, group_size: i
             return fields
     else:
         return fields
+    fused = TILE_SPLIT_FUSED if M <= 64 else True  # (the wide tiles have no split)
     return dict(block_m=bm, block_n=bn, groups_per_iter=1, split_k=split, num_warps=4,
-                num_stages=3, pipeline=0, kernel="tile", fused=True, tma=True)  # fmt: skip
+                num_stages=3, pipeline=0, kernel="tile", fused=fused, tma=True)  # fmt: skip

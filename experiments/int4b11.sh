@@ -1,6 +1,6 @@
 #!/bin/bash
 # int4b11 (issue 11): one GPU sweep of INT4 linear plans at batch 32-256 on model shapes.
-# Run from the worktree root:  OUT=<folder> bash gpu/int4b11.sh
+# Run from the repository root:  OUT=<folder> bash experiments/int4b11.sh
 # Writes $OUT/int4b11/ (sweep.jsonl, summary.txt, summary.json, log.txt, nvsmi.txt) and
 # $OUT/int4b11.tgz. SWEEP_ARGS adds sweep options (a CPU check: SWEEP_ARGS="--dry --rounds 2").
 set -u
