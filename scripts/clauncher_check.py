@@ -87,6 +87,22 @@ def bitwise_cases(dev):
     return cases
 
 
+def _bitwise_same(calls_a, calls_b) -> bool:
+    """Two lists of calls' outputs (each a list of tensors) equal byte for byte."""
+    import torch
+
+    return all(
+        len(p) == len(q)
+        and all(
+            s.dtype == t.dtype
+            and s.shape == t.shape
+            and torch.equal(s.contiguous().view(torch.uint8), t.contiguous().view(torch.uint8))
+            for s, t in zip(p, q)
+        )
+        for p, q in zip(calls_a, calls_b)
+    )
+
+
 def bitwise(out_path):
     import torch
 
@@ -116,16 +132,7 @@ def bitwise(out_path):
             print(f"{name:26s} ERROR {res[name]['error']}", flush=True)
             continue
         (tri, n_tri), (cl, n_c) = runs[False], runs[True]
-        same = all(
-            len(p) == len(q)
-            and all(
-                s.dtype == t.dtype
-                and s.shape == t.shape
-                and torch.equal(s.contiguous().view(torch.uint8), t.contiguous().view(torch.uint8))
-                for s, t in zip(p, q)
-            )
-            for p, q in zip(tri, cl)
-        )
+        same = _bitwise_same(tri, cl)
         nans = sum(int(t.isnan().sum()) for o in cl for t in o if t.is_floating_point())
         res[name] = {"bitwise_equal": same, "nan_in_c_outputs": nans, "c_launches": n_c,
                      "c_launches_with_flag_off": n_tri}  # fmt: skip
@@ -172,16 +179,7 @@ def replay(out_path):
             print(f"{name:26s} ERROR {res[name]['error']}", flush=True)
             continue
         (py, n_py, k_py), (c, n_c, k_c) = runs[False], runs[True]
-        same = all(
-            len(p) == len(q)
-            and all(
-                s.dtype == t.dtype
-                and s.shape == t.shape
-                and torch.equal(s.contiguous().view(torch.uint8), t.contiguous().view(torch.uint8))
-                for s, t in zip(p, q)
-            )
-            for p, q in zip(py, c)
-        )
+        same = _bitwise_same(py, c)
         nans = sum(int(t.isnan().sum()) for o in c for t in o if t.is_floating_point())
         res[name] = {"bitwise_equal": same, "nan_in_outputs": nans, "replays_python": n_py,
                      "replays_c": n_c, "recipe_kinds_python": k_py, "recipe_kinds_c": k_c}  # fmt: skip
