@@ -259,6 +259,11 @@ def test_c_replay_of_a_recipe_matches_the_generated_python_replay(mod, monkeypat
     recipe.result = ("single", ("alloc", 0))
     recipe.launches = ((print, (spec,), 5, 1, 1, template, slots, ()),)
     assert _replay._c_replay(recipe, ns, guarded=True) is None
-    monkeypatch.setattr(_replay, "C_REPLAY", False)
+    # a recipe the C object refuses to build (an input as the result): the Python replay
     recipe.launches = ((mod.launch, (spec,), 5, 1, 1, template, slots, ()),)
+    recipe.result = ("single", ("alloc", -1))
+    assert _replay._c_replay(recipe, ns, guarded=True) is None
+    assert any(k.startswith("not built: ValueError") for k in _replay.C_REPLAY_FALLBACKS)
+    recipe.result = ("single", ("alloc", 0))
+    monkeypatch.setattr(_replay, "C_REPLAY", False)
     assert _replay._c_replay(recipe, ns, guarded=True) is None

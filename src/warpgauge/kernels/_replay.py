@@ -456,9 +456,12 @@ def _c_replay(recipe, ns, guarded):
         if None in result:
             return no("a view in the result")
     one = _one_device(recipe.device)
-    return mod.Replay(n_in, int(recipe.device), None if one else get_device, get_stream,
-                      recipe.stream, runtime, hooks, modes, slow, fast, tuple(launches), result,
-                      _REFUSED)  # fmt: skip
+    try:
+        return mod.Replay(n_in, int(recipe.device), None if one else get_device, get_stream,
+                          recipe.stream, runtime, hooks, modes, slow, fast, tuple(launches),
+                          result, _REFUSED)  # fmt: skip
+    except (TypeError, ValueError, OverflowError) as e:  # a recipe outside its limits
+        return no(f"not built: {type(e).__name__}: {e}")
 
 
 def _one_device(device) -> bool:
