@@ -449,3 +449,21 @@ def test_report_names_providers_left_out_of_best_pytorch(tmp_path):
     assert "- torch.compile: CUDA graph trees copy the inputs" in md
     row = next(ln for ln in md.splitlines() if ln.startswith("| bfloat16 | 16384x4096 |"))
     assert "| torch.softmax |" in row  # the best PyTorch provider is now eager torch
+
+
+def test_report_names_the_claimed_commit_of_a_copy_with_an_old_git():
+    """A run made on a copy of the tree whose .git is older than its files records git's HEAD,
+    the changed files and the commit the caller claimed (``WARPGAUGE_GIT_COMMIT``); the report's
+    run table shows the claim beside git's answer (session 11's host runs), and a run without a
+    claim shows git's commit alone."""
+    from warpgauge import artifacts
+    from warpgauge.report import _run_facts
+
+    repo = Path(__file__).resolve().parents[1]
+    run = artifacts.load_run(repo / "results" / "20261202-001711-host")
+    facts = dict((k, v) for k, v, *_ in _run_facts(run))
+    assert facts["commit"].startswith("220a2cfdbddf705de2084f008c0e42bda15adeea (the copy's")
+    assert "claimed: 1fabc2d11479bfeb59685a8a842a2e89e1ced276" in facts["commit"]
+    run.run["provenance"].pop("git_claimed_commit")
+    facts = dict((k, v) for k, v, *_ in _run_facts(run))
+    assert facts["commit"] == "220a2cfdbddf705de2084f008c0e42bda15adeea"

@@ -102,6 +102,11 @@ def _run_facts(run: Run) -> list[list[str]]:
     if absent:
         packages += f" (not installed: {absent})"
     commit = prov.get("git_commit") or "unknown"
+    if prov.get("git_claimed_commit"):  # a copy whose .git is older than its files
+        commit += (
+            f" (the copy's git HEAD, its changes under 'dirty'); claimed: "
+            f"{prov['git_claimed_commit']} (WARPGAUGE_GIT_COMMIT, not verified by git)"
+        )
     dirty = {True: "yes: uncommitted changes", False: "no", None: "unknown"}[prov.get("git_dirty")]
     if prov.get("git_dirty_files"):
         dirty += " (" + ", ".join(prov["git_dirty_files"][:5]) + ")"
