@@ -18,6 +18,7 @@ their arguments, no CUDA allocator; compare two versions of the code there, neve
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -29,70 +30,67 @@ CLOCK = time.perf_counter  # --clock thread: this thread's CPU time (a shared CP
 
 
 class Swapped:
-    """A variant run with something swapped in around its loop (``enter``/``exit``), untimed."""
+    """A variant whose calls run inside ``swap()`` (a context manager entered around each loop,
+    untimed)."""
 
-    def __init__(self, fn, enter, exit):
-        self.fn, self.enter, self.exit = fn, enter, exit
-
-    def __call__(self):
-        return self.fn()
+    def __init__(self, fn, swap):
+        self.fn, self.swap = fn, swap
 
 
-def _loop(fn, calls, sync):
-    swapped = isinstance(fn, Swapped)
-    if swapped:
-        fn.enter()
-        fn = fn.fn
-    try:
+def _unwrap(variant):
+    if isinstance(variant, Swapped):
+        return variant.fn, variant.swap()
+    return variant, contextlib.nullcontext()
+
+
+def _loop(variant, calls, sync):
+    fn, ctx = _unwrap(variant)
+    with ctx:
         sync()
         t0 = CLOCK()
         for _ in range(calls):
             fn()
         t1 = CLOCK()
         sync()
-    finally:
-        if swapped:
-            _SWAP_EXIT.pop()()
     return (t1 - t0) / calls * 1e6
 
 
-_SWAP_EXIT: list = []
-
-
 def python_replays(launcher):
-    """``Swapped`` hooks that put the generated Python replay in place of each C replay in
-    ``launcher``'s hit entries (the same recipe's checks, allocations and launches) and back."""
+    """``(swap, any)``: ``swap()`` puts the generated Python replay in place of each C replay in
+    ``launcher``'s hit entries (the same recipe's checks, allocations and launches) and puts the
+    entries back on exit; ``any``: there is a C replay to swap."""
     from warpgauge.kernels import _replay, _replay_hit
 
     hit = _replay._HITS.get(launcher)
     entries = _replay_hit.namespace(hit)["ENTRIES"] if hit else []
-    recipes = [r for r in _replay._RECIPES.get(launcher, {}).values() if type(r) is _replay._Recipe]
-    saved = list(entries)
-    swapped = list(entries)
-    for i, e in enumerate(entries):
-        for r in recipes:
-            if e[3] is r.gfast or e[3] is r.fast:
-                if not hasattr(e[3], "__code__"):
-                    src, ns = _replay._replay_source(r, guarded=e[3] is r.gfast)
-                    exec("\n".join(src), ns)  # noqa: S102 - the module's own generated source
-                    swapped[i] = (*e[:3], ns["replay"], *e[4:])
-                break
+    python = {}  # id of a C replay -> the Python replay of its recipe
+    for r in _replay._RECIPES.get(launcher, {}).values():
+        if type(r) is not _replay._Recipe:
+            continue
+        for guarded, c in ((True, r.gfast), (False, r.fast)):
+            if not hasattr(c, "__code__"):
+                src, ns = _replay._replay_source(r, guarded=guarded)
+                exec("\n".join(src), ns)  # noqa: S102 - the module's own generated source
+                python[id(c)] = ns["replay"]
 
-    def enter():
-        entries[:] = swapped
-        _SWAP_EXIT.append(lambda: entries.__setitem__(slice(None), saved))
+    @contextlib.contextmanager
+    def swap():
+        saved = list(entries)
+        entries[:] = [(*e[:3], python.get(id(e[3]), e[3]), *e[4:]) for e in saved]
+        try:
+            yield
+        finally:
+            entries[:] = saved
 
-    return enter, swapped != saved
+    return swap, bool(python)
 
 
 def measure(variants, rounds, calls, sync):
-    for fn in variants.values():
-        if isinstance(fn, Swapped):
-            fn.enter()
-        for _ in range(20):
-            fn()
-        if isinstance(fn, Swapped):
-            _SWAP_EXIT.pop()()
+    for variant in variants.values():
+        fn, ctx = _unwrap(variant)
+        with ctx:
+            for _ in range(20):
+                fn()
     names = list(variants)
     got = {n: [] for n in names}
     gc.disable()
@@ -242,10 +240,10 @@ def main(argv=None):
             public(*call_args)
             grad_call()
         variants = {"public": lambda: public(*call_args), "public, autograd": grad_call}
-        enter, any_c = python_replays(launcher)
+        swap, any_c = python_replays(launcher)
         if any_c:  # the same public calls with the generated Python replay in the hit
-            variants["public, Python replay"] = Swapped(variants["public"], enter, None)
-            variants["public, autograd, Python replay"] = Swapped(grad_call, enter, None)
+            variants["public, Python replay"] = Swapped(variants["public"], swap)
+            variants["public, autograd, Python replay"] = Swapped(grad_call, swap)
         variants.update(_parts(launcher, call_args, tensors))
         keep = variants.pop("_keep", None)
         if not args.fake:
