@@ -125,6 +125,11 @@ def calls():
     q = wg.quantize_int4(torch.randn(256, 256).to(bf))
     v = torch.randn(1, 256).to(bf)
     xg = x.detach().requires_grad_()
+    # cooperative plans (a row's chunks on several programs; zeroed statistics slots): 4x32769
+    # (softmax, add_rms_norm: COOP_FEW_NARROW), 128x50257 (row_sum: COOP_ROW_SUM)
+    xc, rc, wc = torch.randn(4, 32769).to(bf), torch.randn(4, 32769).to(bf), torch.randn(32769)
+    xs = torch.randn(128, 50257).to(bf)
+    wc = wc.to(bf)
     return {
         "softmax": lambda: wg.softmax(x),
         "add_rms_norm": lambda: wg.add_rms_norm(x, r, w),
@@ -134,6 +139,9 @@ def calls():
         "gemm_tma": lambda: wg.gemm(a2, b2),
         "int4_linear": lambda: wg.int4_linear(v, q),
         "row_sum_fp32": lambda: wg.row_sum(x, torch.float32),
+        "softmax_coop": lambda: wg.softmax(xc),
+        "add_rms_norm_coop": lambda: wg.add_rms_norm(xc, rc, wc),
+        "row_sum_coop": lambda: wg.row_sum(xs),
         # autograd records these: the launcher's hit replays them and the Functions' forwards
         # return that result (no second lookup through _eager.direct)
         "softmax_grad": lambda: wg.softmax(xg),

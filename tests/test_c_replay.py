@@ -232,7 +232,7 @@ def test_c_replay_of_a_recipe_matches_the_generated_python_replay(mod, monkeypat
     slots = ((0, 0), (2, 1), (5, 2))
     recipe = types.SimpleNamespace(
         device=0, stream=None, n_in=2, allocs=(((8,), torch.float32, torch.device("cpu")),),
-        strides=((1,),), result=("single", ("alloc", 0)),
+        strides=((1,),), zeroed=(False,), result=("single", ("alloc", 0)),
         launches=((mod.launch, (spec,), 5, 1, 1, template, slots, ()),),
     )  # fmt: skip
     src, ns = _replay._replay_source(recipe, guarded=True)

@@ -303,7 +303,10 @@ def test_every_public_op_replays_a_repeated_call_on_a_fake_gpu():
     included) is a replay that launches its kernels and runs no argument check and no plan.
     Before: the INT4 launcher's ``packed.view(torch.int32)`` dispatched ``aten.detach``, which the
     recording refused (never replayed: 91 us per call on the H200), and the TMA GEMM's descriptors
-    made it refuse every recording."""
+    made it refuse every recording; the cooperative plans' ``torch.zeros`` statistics slots made
+    every recording of theirs refused (110-130 us per eager call on the H200, run
+    20261201-211302-default) until they came from ``_launch.zeros``, a zeroed allocation the
+    replay repeats."""
     import json
 
     env = _env()
@@ -313,6 +316,14 @@ def test_every_public_op_replays_a_repeated_call_on_a_fake_gpu():
         capture_output=True, text=True, env=env, check=True, timeout=300,
     )  # fmt: skip
     census = json.loads(out.stdout.strip().splitlines()[-1])
+    from warpgauge.kernels.plans import RowPlan
+
+    l2 = 60 << 20  # fake_gpu's device: 132 SMs, 60 MiB of L2
+    coop = {"softmax_coop": ("softmax", 4, 32769), "add_rms_norm_coop": ("rms", 4, 32769),
+            "row_sum_coop": ("row_sum", 128, 50257)}  # fmt: skip
+    for name, (op, rows, width) in coop.items():  # the census's cooperative calls are coop plans
+        assert RowPlan.for_shape(rows, width, 132, op, l2, 2).kind == "coop", name
+    assert set(coop) <= set(census)
     launches = {"int4_linear": 5, "gemm": 5, "gemm_tma": 5}
     assert {"softmax_grad", "add_grad", "row_sum_grad", "add_rms_norm_grad", "gemm_grad",
             "int4_linear_grad"} <= set(census)  # fmt: skip

@@ -213,7 +213,7 @@ def test_an_argument_holding_its_own_pointer_is_never_replayed(monkeypatch):
     x = _x(4, 16)
     out = torch.empty_like(x)
     entry = SimpleNamespace(fast=lambda *a: None, head=())
-    rec = SimpleNamespace(launches=[(entry, (1, 1, 1), (x, out, 16, 0.5))], allocs=[out])
+    rec = SimpleNamespace(launches=[(entry, (1, 1, 1), (x, out, 16, 0.5))], allocs=[out], zeroed=set())
     assert _replay._Recipe.build(rec, [x], out) is not None  # control: these arguments record
     rec.launches = [(entry, (1, 1, 1), (Descriptor(x), out, 16, 0.5))]
     assert _replay._Recipe.build(rec, [x], out) is None
@@ -386,6 +386,51 @@ def test_a_replay_runs_one_allocation_per_output_and_no_other_tensor_op(toy, mon
     assert y.shape == x.shape and y.dtype == x.dtype and s.shape == () and s.dtype == torch.float32
     # an FP16 and an FP32 output: two specializations, each launched on its fresh output
     assert [k.launches[-1][10] for k in toy.compiled] == [y.data_ptr(), s.data_ptr()]
+    _replay.clear()
+
+
+@pytest.mark.parametrize("poison", [False, True])
+def test_a_zeroed_scratch_allocation_is_replayed_zeroed(toy, monkeypatch, poison):  # noqa: F811
+    """A launcher's ``_launch.zeros`` scratch (the cooperative plans' statistics slots) is a
+    zeroed allocation of the recipe: each replay allocates it with ``aten.zeros`` (never
+    poisoned, never the uninitialised allocator entry) and launches on it; a ``torch.zeros``
+    the launcher makes itself has no source and is never replayed."""
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    monkeypatch.setattr(_launch, "POISON", poison)
+    _replay.clear()
+    calls = []
+
+    def launcher(x):
+        calls.append(1)
+        y = _launch.empty(x.shape, x.dtype, x.device)
+        slots = _launch.zeros(x.shape[0] * 2, torch.int64, x.device)
+        _launch.launch(toy, (1,), x, y, x.numel(), 16, BLOCK=32)
+        _launch.launch(toy, (1,), x, slots, x.numel(), 16, BLOCK=32)
+        return y
+
+    for _ in range(2):
+        _replay.call(launcher, (_x(4, 16),), _run)
+    x = _x(4, 16)
+    with _Ops() as ops:
+        y = _replay.call(launcher, (x,), _run)
+    assert len(calls) == 2 and _replay.STATS["replays"] == 1
+    empty = [torch.ops.aten.empty.memory_format]
+    if poison:
+        empty.append(torch.ops.aten.fill_.Scalar)
+    assert ops.seen == empty + [torch.ops.aten.zeros.default], ops.seen
+    slot_ptr = toy.compiled[-1].launches[-1][10]
+    assert slot_ptr not in (0, y.data_ptr())
+
+    def own_zeros(x):
+        y = _launch.empty(x.shape, x.dtype, x.device)
+        slots = torch.zeros(8, dtype=torch.int64)
+        _launch.launch(toy, (1,), x, slots, x.numel(), 16, BLOCK=32)
+        return y
+
+    _replay.clear()
+    for _ in range(3):
+        _replay.call(own_zeros, (_x(4, 16),), _run)
+    assert _replay.STATS["replays"] == 0 and _replay.STATS["never"] == 1
     _replay.clear()
 
 
@@ -807,7 +852,7 @@ def test_a_launchers_registered_workspace_replays_as_a_constant_on_its_stream(mo
     x = _x(4, 16)
     out, ws, ws2 = torch.empty_like(x), torch.zeros(8, dtype=torch.int32), torch.zeros(8)
     entry = SimpleNamespace(fast=lambda *a: None, head=())
-    rec = SimpleNamespace(launches=[(entry, (1, 1, 1), (x, out, ws, 16))], allocs=[out])
+    rec = SimpleNamespace(launches=[(entry, (1, 1, 1), (x, out, ws, 16))], allocs=[out], zeroed=set())
     assert _replay._Recipe.build(rec, [x], out) is None  # not registered: cannot be rebuilt
     _launch.WORKSPACES[ws.data_ptr()] = 77
     r = _replay._Recipe.build(rec, [x], out)
@@ -823,6 +868,6 @@ def test_a_launchers_registered_workspace_replays_as_a_constant_on_its_stream(mo
     assert "    if get_stream(device) != STREAM:" in src
     rec.launches.pop()
     r0 = _replay._Recipe.build(SimpleNamespace(launches=[(entry, (1, 1, 1), (x, out, 16))],
-                                               allocs=[out]), [x], out)  # fmt: skip
+                                               allocs=[out], zeroed=set()), [x], out)  # fmt: skip
     assert r0.stream is None
     assert "    if get_stream(device) != STREAM:" not in _replay._replay_source(r0, False)[0]

@@ -84,6 +84,17 @@ def empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return t
 
 
+def zeros(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A zero-filled scratch tensor a launch needs zeroed (cooperative plans' statistics slots):
+    ``torch.zeros``, never poisoned, and recorded as a zeroed allocation, so a replay allocates
+    it with ``torch.zeros`` too (``_replay``)."""
+    t = torch.zeros(shape, dtype=dtype, device=device)
+    if _RECORDING is not None and (rec := _recording()) is not None:
+        rec.zeroed.add(len(rec.allocs))
+        rec.allocs.append(t)
+    return t
+
+
 # What makes torch.empty differ from the allocator's own entry: deterministic algorithms (it may
 # fill the memory), dispatch modes and function modes (they see it and may change it).
 MODE_CHECKS = tuple(

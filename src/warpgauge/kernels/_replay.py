@@ -68,6 +68,7 @@ _ALLOWED = {
     _aten._reshape_alias.default,
     _aten.unsqueeze.default,
     _aten.expand.default,
+    _aten.zeros.default,  # _launch.zeros (recorded as a zeroed allocation; any other: no source)
 }
 if _launch.POISON:  # the test mode fills every allocation with NaN; replay does the same
     _ALLOWED |= {_aten.fill_.Scalar}
@@ -107,10 +108,11 @@ class _OpsSeen(TorchDispatchMode):
 
 
 class _Recording:
-    __slots__ = ("allocs", "launches", "complete")
+    __slots__ = ("allocs", "zeroed", "launches", "complete")
 
     def __init__(self):
-        self.allocs = []  # tensors from _launch.empty, in order
+        self.allocs = []  # tensors from _launch.empty and _launch.zeros, in order
+        self.zeroed = set()  # positions in allocs of _launch.zeros tensors
         self.launches = []  # (entry, (g0, g1, g2), args)
         self.complete = True
 
@@ -284,6 +286,7 @@ class _Recipe:
     __slots__ = (
         "device",
         "allocs",
+        "zeroed",
         "strides",
         "launches",
         "result",
@@ -343,6 +346,7 @@ class _Recipe:
         self.device = _launch._RUNTIME[0]()  # the device the recorded launches ran on
         self.stream = stream
         self.allocs = tuple((tuple(t.shape), t.dtype, t.device) for t in rec.allocs)
+        self.zeroed = tuple(j in rec.zeroed for j in range(len(rec.allocs)))
         self.strides = tuple(tuple(t.stride()) for t in rec.allocs)
         self.launches = tuple(launches)
         self.result = result
@@ -518,21 +522,26 @@ def _replay_source(recipe, guarded):
         src.append(f"    if len({{{', '.join(ins)}}}) != {n_in}:")
         src.append("        return REFUSED")
     allocs = recipe.allocs
+    zeroed = recipe.zeroed
     direct = [
-        _launch.direct_empty(shape, strides, dtype, dev, recipe.device)
-        for (shape, dtype, dev), strides in zip(allocs, recipe.strides)
+        None if zero else _launch.direct_empty(shape, strides, dtype, dev, recipe.device)
+        for (shape, dtype, dev), strides, zero in zip(allocs, recipe.strides, zeroed)
     ]
     for j, (shape, dtype, dev) in enumerate(allocs):
-        if not _launch.POISON:
-            # torch.empty with its sizes (int arguments: parsed faster than a tuple), dtype and
-            # device bound once: a partial passes its keywords without building them per call
-            # (0.97 against 1.21 us per call on the CPU machine, 1.5 with a tuple of sizes); a
-            # 0-d allocation passes its empty tuple
+        if not _launch.POISON or zeroed[j]:
+            # torch.empty (torch.zeros for a zeroed allocation) with its sizes (int arguments:
+            # parsed faster than a tuple), dtype and device bound once: a partial passes its
+            # keywords without building them per call (0.97 against 1.21 us per call on the CPU
+            # machine, 1.5 with a tuple of sizes); a 0-d allocation passes its empty tuple
             sizes = tuple(int(d) for d in shape) or ((),)
-            ns[f"E{j}"] = functools.partial(torch.empty, *sizes, dtype=dtype, device=dev)
+            new = torch.zeros if zeroed[j] else torch.empty
+            ns[f"E{j}"] = functools.partial(new, *sizes, dtype=dtype, device=dev)
         ns[f"F{j}"] = direct[j]
     if _launch.POISON:
-        src += [f"    a{j} = EMPTY(S{j}, D{j}, V{j})" for j in range(len(allocs))]
+        src += [
+            f"    a{j} = E{j}()" if zeroed[j] else f"    a{j} = EMPTY(S{j}, D{j}, V{j})"
+            for j in range(len(allocs))
+        ]
         for j, (shape, dtype, dev) in enumerate(allocs):
             ns[f"S{j}"], ns[f"D{j}"], ns[f"V{j}"] = shape, dtype, dev
     elif any(f is not None for f in direct):

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import row_plan
+from ._launch import row_plan, zeros
 from .plans import RowPlan
 
 EDGE = 16  # lanes of the edge tensor: 8 head slots and 8 tail slots
@@ -107,8 +107,9 @@ def coop_spin() -> int:
 
 
 def coop_slots(rows: int, chunks: int, device) -> torch.Tensor:
-    """Zeroed statistics slots for a cooperative launch (one int64 per program)."""
-    return torch.zeros(rows * chunks, dtype=torch.int64, device=device)
+    """Zeroed statistics slots for a cooperative launch (one int64 per program), allocated with
+    ``_launch.zeros`` so a repeated call replays (a zeroed allocation, then the launch)."""
+    return zeros(rows * chunks, torch.int64, device)
 
 
 def align_for(n: int, x_stride: int, *strides: int) -> bool:
