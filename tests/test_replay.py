@@ -213,7 +213,9 @@ def test_an_argument_holding_its_own_pointer_is_never_replayed(monkeypatch):
     x = _x(4, 16)
     out = torch.empty_like(x)
     entry = SimpleNamespace(fast=lambda *a: None, head=())
-    rec = SimpleNamespace(launches=[(entry, (1, 1, 1), (x, out, 16, 0.5))], allocs=[out], zeroed=set())
+    rec = SimpleNamespace(
+        launches=[(entry, (1, 1, 1), (x, out, 16, 0.5))], allocs=[out], zeroed=set()
+    )
     assert _replay._Recipe.build(rec, [x], out) is not None  # control: these arguments record
     rec.launches = [(entry, (1, 1, 1), (Descriptor(x), out, 16, 0.5))]
     assert _replay._Recipe.build(rec, [x], out) is None
@@ -852,7 +854,9 @@ def test_a_launchers_registered_workspace_replays_as_a_constant_on_its_stream(mo
     x = _x(4, 16)
     out, ws, ws2 = torch.empty_like(x), torch.zeros(8, dtype=torch.int32), torch.zeros(8)
     entry = SimpleNamespace(fast=lambda *a: None, head=())
-    rec = SimpleNamespace(launches=[(entry, (1, 1, 1), (x, out, ws, 16))], allocs=[out], zeroed=set())
+    rec = SimpleNamespace(
+        launches=[(entry, (1, 1, 1), (x, out, ws, 16))], allocs=[out], zeroed=set()
+    )
     assert _replay._Recipe.build(rec, [x], out) is None  # not registered: cannot be rebuilt
     _launch.WORKSPACES[ws.data_ptr()] = 77
     r = _replay._Recipe.build(rec, [x], out)

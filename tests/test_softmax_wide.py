@@ -36,6 +36,12 @@ CASES = [
     # persistent resident with prefetch and ex2: unaligned rows (edge), then aligned rows
     (7, 1001, RowPlan("resident", 1024, 4, programs_per_sm=1, fast_exp=True)),
     (6, 256, RowPlan("resident", 256, 2, programs_per_sm=1, fast_exp=True)),
+    # persistent cooperative (4 interpreter SMs): 8 chunks of 128, 4 lanes walk 2-3 rows each
+    # (the next row's chunk loaded before the exchange, masked past the last row), unaligned
+    # rows (edge on chunk 0), ragged last chunk; ex2 and tl.exp
+    (7, 1001, RowPlan.coop(128, 1, fast_exp=True, programs_per_sm=8)),
+    (5, 1000, RowPlan.coop(128, 1, programs_per_sm=8)),
+    (6, 300, RowPlan.coop(64, 1, fast_exp=True, programs_per_sm=2)),  # 1 lane: every row
 ]
 DTYPES = [torch.float32, torch.bfloat16]
 
@@ -61,7 +67,7 @@ def test_fast_exp_plans(rows, width, plan, dtype, device):
     assert_close(y, softmax_ref(x).to(device), msg=str(plan), relative=True)
 
 
-@pytest.mark.parametrize("rows,width,plan", CASES[:1] + CASES[4:5] + CASES[6:7])
+@pytest.mark.parametrize("rows,width,plan", CASES[:1] + CASES[4:5] + CASES[6:7] + CASES[10:11])
 def test_fast_exp_nan_rows_and_strides(rows, width, plan, device):
     """A NaN or +inf makes the whole row NaN (also a NaN row whose other chunks are all -inf);
     strided rows (a slice of wider rows) take the scalar path."""
@@ -100,6 +106,14 @@ def test_exp2_fma_accuracy(device):
     assert rel.max() < 3e-7, rel.max()
     assert torch.equal(y[~normal & ~t32.isnan()], torch.zeros_like(y[~normal & ~t32.isnan()]))
     assert torch.isnan(y[-1])
+
+
+def test_persistent_coop_plan_fields():
+    p = RowPlan.coop(4096, 4, fast_exp=True, programs_per_sm=4)
+    assert p.kind == "coop" and p.programs_per_sm == 4
+    for bad in (dict(sub=1024), dict(hold_x=True), dict(nap=100)):
+        with pytest.raises(ValueError, match="programs_per_sm"):
+            RowPlan.coop(4096, 4, programs_per_sm=4, **bad)
 
 
 def test_fast_exp_plan_fields():

@@ -38,6 +38,12 @@ def _calls():
         r = lambda *s: torch.randn(*s, device=DEV, generator=g).to(BF)  # noqa: E731
         return r(8, 4096), r(8, 4096), r(4096), r(64, 128), r(128, 96), r(3, 1024)
 
+    gw = torch.Generator(device=DEV).manual_seed(7)
+    wide = [
+        torch.randn(*s, device=DEV, generator=gw).to(BF)
+        for s in ((4, 32769), (4, 32769), (32769,), (16, 262144), (128, 50257))
+    ]
+
     ops = {
         "softmax": lambda x, y, w, a, b, v: wg.softmax(x),
         "softmax strided": lambda x, y, w, a, b, v: wg.softmax(x[:, :4000]),
@@ -57,13 +63,23 @@ def _calls():
         "gemm tma": lambda x, y, w, a, b, v: wg.gemm(x.view(256, 128), b),  # M = 256: TMA
         "int4_linear": lambda x, y, w, a, b, v: wg.int4_linear(v, q),
         "int4_linear batch": lambda x, y, w, a, b, v: wg.int4_linear(x[:5, :1024], q),
+        # cooperative plans (zeroed statistics slots, _launch.zeros): the inputs' own random
+        # values plus these fixed wide rows (4x32769: COOP_FEW_NARROW; 16x262144: coop 4096;
+        # 128x50257: COOP_ROW_SUM)
+        "softmax coop": lambda x, y, w, a, b, v: wg.softmax(wide[0] + x[:4, :1]),
+        "add_rms_norm coop": lambda x, y, w, a, b, v: wg.add_rms_norm(
+            wide[0] + x[:4, :1], wide[1], wide[2]
+        ),
+        "row_sum coop": lambda x, y, w, a, b, v: wg.row_sum(wide[4] + x[:1, :1]),
+        "softmax coop 262144": lambda x, y, w, a, b, v: wg.softmax(wide[3] + x[:16, :1]),
     }
     return ops, inputs
 
 
 NAMES = ["softmax", "softmax strided", "softmax misaligned", "softmax fp16", "row_sum", "add",
          "add_rms_norm", "add_rms_norm misaligned", "gemm", "gemm transposed", "gemm tma",
-         "int4_linear", "int4_linear batch"]  # fmt: skip
+         "int4_linear", "int4_linear batch", "softmax coop", "add_rms_norm coop", "row_sum coop",
+         "softmax coop 262144"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -108,7 +124,8 @@ def test_replay_without_poisoning_is_bitwise_the_normal_path(name, monkeypatch):
 
 C_REPLAYED = {"softmax", "softmax strided", "softmax misaligned", "softmax fp16", "row_sum", "add",
               "add_rms_norm", "add_rms_norm misaligned", "gemm", "int4_linear",
-              "int4_linear batch"}  # fmt: skip
+              "int4_linear batch", "softmax coop", "add_rms_norm coop", "row_sum coop",
+              "softmax coop 262144"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -150,7 +150,10 @@ class RowPlan:
       computes the current one; row_sum (any ``rows``, any alignment) a persistent grid of
       ``[rows, block]`` tiles that loads the next tile while it reduces the current one;
       add_rms_norm's backward uses it as row groups per SM (0: ``RMS_BWD_GROUPS_PER_SM``);
-      others ignore it.
+      with a register ``coop`` plan, softmax runs a persistent cooperative grid (at most
+      ``k * SMs`` programs, a whole number of rows' chunks, all resident at once) whose programs
+      walk rows lane, lane + lanes, ... and load the next row's chunk before the statistics
+      exchange (``softmax_coop._softmax_coop_pf``); others ignore it.
     - ``align``: allow the aligned-body path for unaligned rows (``_rows.py``); off forces
       scalar access (a tuning control, never worth choosing).
     - ``stages``: looped softmax and row_sum only; ``k > 0`` asks Triton to software-pipeline
@@ -233,6 +236,11 @@ class RowPlan:
             )
         if self.hold_x and not (self.kind == "coop" and not self.sub):
             raise ValueError("hold_x needs a register coop plan (no sub)")
+        if self.kind == "coop" and self.programs_per_sm and (self.sub or self.hold_x or self.nap):
+            raise ValueError(
+                "programs_per_sm on a coop plan (the persistent cooperative softmax) takes no "
+                f"sub, hold_x or nap, got sub={self.sub}, hold_x={self.hold_x}, nap={self.nap}"
+            )
         if not 0 <= self.stages <= 8:
             raise ValueError(f"stages must be 0 (no pipelining) to 8, got {self.stages}")
         if self.num_warps not in (1, 2, 4, 8, 16, 32):
@@ -313,13 +321,16 @@ class RowPlan:
         hold_x: bool = False,
         nap: int = 0,
         maxnreg: int = 0,
+        programs_per_sm: int = 0,
     ) -> RowPlan:
         """Cooperative split: ``block``-wide chunks of a row, one program each, the chunk held
         in registers while the row's statistics are exchanged through global memory (softmax
-        with ``sub``: the chunk walked in slices twice instead, see the class docstring)."""
+        with ``sub``: the chunk walked in slices twice instead; softmax with
+        ``programs_per_sm``: a persistent grid that prefetches; see the class docstring)."""
         w = num_warps or _softmax_warps(sub or block)
         return RowPlan("coop", block, w, sub=sub, stages=stages, evict=evict, fma_exp=fma_exp,
-                       fast_exp=fast_exp, hold_x=hold_x, nap=nap, maxnreg=maxnreg)  # fmt: skip
+                       fast_exp=fast_exp, hold_x=hold_x, nap=nap, maxnreg=maxnreg,
+                       programs_per_sm=programs_per_sm)  # fmt: skip
 
     @staticmethod
     def split_for(

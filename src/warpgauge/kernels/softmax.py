@@ -30,7 +30,15 @@ from ._rows import (
     stride8,
 )
 from .plans import RowPlan
-from .softmax_coop import _merge, _softmax_coop, _softmax_coop_loop, exp_scaled, reg_cap, use_asm
+from .softmax_coop import (
+    _merge,
+    _softmax_coop,
+    _softmax_coop_loop,
+    _softmax_coop_pf,
+    exp_scaled,
+    reg_cap,
+    use_asm,
+)
 from .softmax_coop import launch_args as coop_loop_args
 from .work import Work, esize
 
@@ -342,6 +350,14 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
         launch(_softmax_coop_loop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride,
             rows, coop_spin(), N=n, G=g, GP=triton.next_power_of_2(g), ALIGN=align, S8=s8,
             num_warps=p.num_warps, **coop_loop_args(p), **reg_cap(p),
+        )  # fmt: skip
+    elif p.kind == "coop" and p.programs_per_sm:
+        g = p.coop_chunks(n, align)
+        lanes = min(rows, max(1, p.programs_per_sm * device_info(x.device).sm_count // g))
+        launch(_softmax_coop_pf, (lanes * g,), x2, y, coop_slots(rows, g, x.device), stride,
+            rows, coop_spin(), N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g),
+            ALIGN=align, S8=s8, FAST=p.fast_exp, ASM=p.fast_exp and use_asm(),
+            num_warps=p.num_warps, **reg_cap(p),
         )  # fmt: skip
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)

@@ -432,6 +432,108 @@ def _softmax_coop(
         tl.store(y_ptr + xb + ecol, ye, mask=em & (ecol < tl.where(c == 0, N, 0)))
 
 
+@triton.jit
+def _pf_geometry(row, x_stride, N: tl.constexpr, ALIGN: tl.constexpr):
+    """(xb, start, blen, ecol, em, ys) of ``row`` (int64) as ``_softmax_coop`` computes them."""
+    xb = row * x_stride
+    if ALIGN:  # x_stride == N (launcher): x and y rows share their head
+        head, start, blen = body_span(xb, N)
+        ecol, em = edge_index(head, blen, N)
+        ys = start
+    else:
+        start = xb
+        blen = N
+        ecol = tl.arange(0, 16)
+        em = ecol < 0
+        ys = row * N
+    return xb, start, blen, ecol, em, ys
+
+
+@triton.jit
+def _pf_load(x_ptr, start, xb, blen, ecol, em, c, ok, BLOCK: tl.constexpr):
+    """Chunk ``c`` of a row and its edge (chunk 0 only) as loaded; nothing where ``ok`` is
+    false (past the last row): the prefetch of a program's next row."""
+    idx = c * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + start + idx, mask=idx < tl.where(ok, blen, 0), other=float("-inf"))
+    lim = tl.where(ok & (c == 0), 1 << 30, 0)
+    xe = tl.load(x_ptr + xb + ecol, mask=em & (ecol < lim), other=float("-inf"))
+    return x, xe
+
+
+@triton.jit(do_not_specialize=["n_rows", "spin"])
+def _softmax_coop_pf(
+    x_ptr,
+    y_ptr,
+    slot_ptr,
+    x_stride,
+    n_rows,
+    spin,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    G: tl.constexpr,
+    GP: tl.constexpr,
+    ALIGN: tl.constexpr,
+    S8: tl.constexpr,
+    FAST: tl.constexpr = False,
+    ASM: tl.constexpr = False,
+):
+    # Persistent cooperative plan (``RowPlan.coop(..., programs_per_sm=k)``): the grid is
+    # ``lanes * G`` programs (at most k per SM, all resident at once); program pid takes chunk
+    # pid % G of rows lane, lane + lanes, ... (lane = pid // G), so a row's G programs are
+    # adjacent and walk the same rows. Per row it works as ``_softmax_coop`` (chunk in
+    # registers, one exp per element, statistics through the row's slots), but it loads its
+    # chunk of the next row before it publishes and waits: DRAM stays busy through the
+    # exchange, which in the one-shot grid leaves a program idle once per chunk.
+    # I/O: read x once, write y once, 8 bytes of statistics per chunk.
+    if S8:
+        x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
+    pid = tl.program_id(0)
+    lanes = tl.num_programs(0) // G
+    c = pid % G
+    lane = pid // G
+    k = tl.arange(0, GP)
+    idx = c * BLOCK + tl.arange(0, BLOCK)
+    row = lane.to(tl.int64)
+    xb, start, blen, ecol, em, ys = _pf_geometry(row, x_stride, N, ALIGN)
+    x_n, xe_n = _pf_load(x_ptr, start, xb, blen, ecol, em, c, row < n_rows, BLOCK)
+    for _ in range(0, tl.cdiv(n_rows - lane, lanes)):
+        x = x_n.to(tl.float32)
+        xe = xe_n.to(tl.float32)
+        cur_xb, cur_start, cur_blen, cur_ecol, cur_em, cur_ys = xb, start, blen, ecol, em, ys
+        cur = row
+        row += lanes
+        xb, start, blen, ecol, em, ys = _pf_geometry(row, x_stride, N, ALIGN)
+        x_n, xe_n = _pf_load(x_ptr, start, xb, blen, ecol, em, c, row < n_rows, BLOCK)
+        m = tl.maximum(tl.max(x, 0), tl.max(xe, 0))
+        shift = tl.where(m == float("-inf"), 0.0, m)
+        if FAST:  # 2^24 exp(x - chunk max), as _coop_chunk
+            e = ex2((x - shift) * LOG2E + 24.0, ASM)
+            ee = ex2((xe - shift) * LOG2E + 24.0, ASM)
+            s = (tl.sum(e, 0) + tl.sum(ee, 0)) * TWO_M24
+        else:
+            e = tl.exp(x - shift)
+            ee = tl.exp(xe - shift)
+            s = tl.sum(e, 0) + tl.sum(ee, 0)
+        slots = slot_ptr + cur * G
+        publish(slots + c, pack2(m, s), FAST)
+        v, missing = wait_slots(slots, spin, G, GP)
+        if missing > 0:  # row-mates not scheduled in time: compute their statistics here
+            v = _coop_fallback(x_ptr, cur_start, cur_xb, cur_blen, cur_ecol, cur_em, v, G, BLOCK)
+        mv, sv = unpack2(v)
+        shift, inv = _merge(tl.where(k < G, mv, float("-inf")), tl.where(k < G, sv, 0.0))
+        scale = tl.where(m == float("-inf"), inv * 0.0, tl.exp(m - shift) * inv)
+        if FAST:
+            y = (e * scale) * TWO_M24
+            ye = ((ee * scale) * TWO_M24).to(y_ptr.dtype.element_ty)
+        else:
+            y = e * scale
+            ye = (ee * scale).to(y_ptr.dtype.element_ty)
+        tl.store(y_ptr + cur_ys + idx, y.to(y_ptr.dtype.element_ty), mask=idx < cur_blen)
+        if ALIGN:
+            tl.store(y_ptr + cur_xb + cur_ecol, ye,
+                     mask=cur_em & (cur_ecol < tl.where(c == 0, N, 0)))  # fmt: skip
+
+
 def use_asm() -> bool:
     """Inline PTX (``ex2``) on a GPU; the interpreter cannot run it."""
     from .._device import interpreter_enabled
@@ -453,6 +555,7 @@ def launch_args(p) -> dict:
 
 __all__ = [
     "_softmax_coop",
+    "_softmax_coop_pf",
     "_softmax_coop_loop",
     "launch_args",
     "use_asm",
