@@ -48,6 +48,8 @@ def candidates(n, smoke=False):
                 P.coop(128, 1, programs_per_sm=2)]  # fmt: skip
     c = [P.coop(4096, 4, fast_exp=True)]
     c += [P.coop(4096, 4, fast_exp=True, programs_per_sm=k) for k in (4, 6, 8, 12)]
+    c += [P.coop(4096, 4, fast_exp=True, programs_per_sm=k, stages=2) for k in (3, 4, 5)]
+    c += [P.coop(2048, 2, fast_exp=True, programs_per_sm=k, stages=2) for k in (6, 8, 10)]
     c += [P.coop(8192, 8, fast_exp=True, programs_per_sm=k) for k in (2, 3, 4)]
     if n >= 65536:
         c += [P.coop(16384, 16, fast_exp=True, programs_per_sm=k) for k in (1, 2)]
@@ -60,13 +62,15 @@ def capacity(plan, x):
     """(registers, programs per SM that fit) of a persistent plan's kernel, compiled by one
     launch on two rows of ``x`` (two lanes at most: always resident)."""
     import torch
+    from torch._library.triton import set_wrap_triton_enabled
 
     from warpgauge.kernels import _launch
     from warpgauge.kernels import softmax as softmax_k
     from warpgauge.kernels.softmax_coop import _softmax_coop_pf
 
     _launch._CACHE.pop(_softmax_coop_pf, None)
-    softmax_k.softmax(x[:2], plan=plan)
+    with set_wrap_triton_enabled(False):  # as the eager entry calls it: the cached launch path
+        softmax_k.softmax(x[:2], plan=plan)
     if r5.DEV != "cuda":
         return 0, 1 << 10
     torch.cuda.synchronize()

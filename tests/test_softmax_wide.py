@@ -42,6 +42,8 @@ CASES = [
     (7, 1001, RowPlan.coop(128, 1, fast_exp=True, programs_per_sm=8)),
     (5, 1000, RowPlan.coop(128, 1, programs_per_sm=8)),
     (6, 300, RowPlan.coop(64, 1, fast_exp=True, programs_per_sm=2)),  # 1 lane: every row
+    (9, 1001, RowPlan.coop(128, 1, fast_exp=True, programs_per_sm=8, stages=2)),  # 2 rows ahead
+    (5, 256, RowPlan.coop(64, 1, programs_per_sm=4, stages=2)),  # aligned, 4 lanes, ragged end
 ]
 DTYPES = [torch.float32, torch.bfloat16]
 

@@ -66,12 +66,12 @@ def _calls():
         # cooperative plans (zeroed statistics slots, _launch.zeros): the inputs' own random
         # values plus these fixed wide rows (4x32769: COOP_FEW_NARROW; 16x262144: coop 4096;
         # 128x50257: COOP_ROW_SUM)
-        "softmax coop": lambda x, y, w, a, b, v: wg.softmax(wide[0] + x[:4, :1]),
+        "softmax coop": lambda x, y, w, a, b, v: wg.softmax(wide[0] + x[:1, :1]),
         "add_rms_norm coop": lambda x, y, w, a, b, v: wg.add_rms_norm(
-            wide[0] + x[:4, :1], wide[1], wide[2]
+            wide[0] + x[:1, :1], wide[1], wide[2]
         ),
         "row_sum coop": lambda x, y, w, a, b, v: wg.row_sum(wide[4] + x[:1, :1]),
-        "softmax coop 262144": lambda x, y, w, a, b, v: wg.softmax(wide[3] + x[:16, :1]),
+        "softmax coop 262144": lambda x, y, w, a, b, v: wg.softmax(wide[3] + x[:1, :1]),
     }
     return ops, inputs
 

@@ -152,8 +152,9 @@ class RowPlan:
       add_rms_norm's backward uses it as row groups per SM (0: ``RMS_BWD_GROUPS_PER_SM``);
       with a register ``coop`` plan, softmax runs a persistent cooperative grid (at most
       ``k * SMs`` programs, a whole number of rows' chunks, all resident at once) whose programs
-      walk rows lane, lane + lanes, ... and load the next row's chunk before the statistics
-      exchange (``softmax_coop._softmax_coop_pf``); others ignore it.
+      walk rows lane, lane + lanes, ... and load the next row's chunk (``stages`` 2: the next
+      two rows' chunks) before the statistics exchange (``softmax_coop._softmax_coop_pf``);
+      others ignore it.
     - ``align``: allow the aligned-body path for unaligned rows (``_rows.py``); off forces
       scalar access (a tuning control, never worth choosing).
     - ``stages``: looped softmax and row_sum only; ``k > 0`` asks Triton to software-pipeline

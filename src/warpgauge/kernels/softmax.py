@@ -357,7 +357,7 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
         launch(_softmax_coop_pf, (lanes * g,), x2, y, coop_slots(rows, g, x.device), stride,
             rows, coop_spin(), N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g),
             ALIGN=align, S8=s8, FAST=p.fast_exp, ASM=p.fast_exp and use_asm(),
-            num_warps=p.num_warps, **reg_cap(p),
+            DEPTH=2 if p.stages >= 2 else 1, num_warps=p.num_warps, **reg_cap(p),
         )  # fmt: skip
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)

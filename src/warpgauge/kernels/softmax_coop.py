@@ -476,14 +476,16 @@ def _softmax_coop_pf(
     S8: tl.constexpr,
     FAST: tl.constexpr = False,
     ASM: tl.constexpr = False,
+    DEPTH: tl.constexpr = 1,
 ):
     # Persistent cooperative plan (``RowPlan.coop(..., programs_per_sm=k)``): the grid is
     # ``lanes * G`` programs (at most k per SM, all resident at once); program pid takes chunk
     # pid % G of rows lane, lane + lanes, ... (lane = pid // G), so a row's G programs are
     # adjacent and walk the same rows. Per row it works as ``_softmax_coop`` (chunk in
     # registers, one exp per element, statistics through the row's slots), but it loads its
-    # chunk of the next row before it publishes and waits: DRAM stays busy through the
-    # exchange, which in the one-shot grid leaves a program idle once per chunk.
+    # chunk of the next row (``DEPTH`` 2: of the next two rows) before it publishes and waits:
+    # DRAM stays busy through the exchange, which in the one-shot grid leaves a program idle
+    # once per chunk.
     # I/O: read x once, write y once, 8 bytes of statistics per chunk.
     if S8:
         x_stride = x_stride // 8 * 8  # == x_stride (S8); Triton infers divisibility by 8
@@ -496,14 +498,24 @@ def _softmax_coop_pf(
     row = lane.to(tl.int64)
     xb, start, blen, ecol, em, ys = _pf_geometry(row, x_stride, N, ALIGN)
     x_n, xe_n = _pf_load(x_ptr, start, xb, blen, ecol, em, c, row < n_rows, BLOCK)
+    if DEPTH == 2:  # a second row ahead in flight too
+        nxt = row + lanes
+        xb, start, blen, ecol, em, ys = _pf_geometry(nxt, x_stride, N, ALIGN)
+        x_m, xe_m = _pf_load(x_ptr, start, xb, blen, ecol, em, c, nxt < n_rows, BLOCK)
     for _ in range(0, tl.cdiv(n_rows - lane, lanes)):
         x = x_n.to(tl.float32)
         xe = xe_n.to(tl.float32)
-        cur_xb, cur_start, cur_blen, cur_ecol, cur_em, cur_ys = xb, start, blen, ecol, em, ys
         cur = row
+        cur_xb, cur_start, cur_blen, cur_ecol, cur_em, cur_ys = _pf_geometry(cur, x_stride, N,
+                                                                             ALIGN)  # fmt: skip
         row += lanes
-        xb, start, blen, ecol, em, ys = _pf_geometry(row, x_stride, N, ALIGN)
-        x_n, xe_n = _pf_load(x_ptr, start, xb, blen, ecol, em, c, row < n_rows, BLOCK)
+        nxt = row + lanes * (DEPTH - 1)  # the row this iteration starts loading
+        xb, start, blen, ecol, em, ys = _pf_geometry(nxt, x_stride, N, ALIGN)
+        if DEPTH == 2:
+            x_n, xe_n = x_m, xe_m
+            x_m, xe_m = _pf_load(x_ptr, start, xb, blen, ecol, em, c, nxt < n_rows, BLOCK)
+        else:
+            x_n, xe_n = _pf_load(x_ptr, start, xb, blen, ecol, em, c, nxt < n_rows, BLOCK)
         m = tl.maximum(tl.max(x, 0), tl.max(xe, 0))
         shift = tl.where(m == float("-inf"), 0.0, m)
         if FAST:  # 2^24 exp(x - chunk max), as _coop_chunk
