@@ -15,6 +15,7 @@ and a plan asking for more programs per SM than fit is recorded as an error, nev
 the cell (a row whose programs are not all resident waits out the poll limit).
 
     PYTHONPATH=src python3 experiments/rows12_sweep.py --out $OUT/rows12.json --budget 240
+    ROWS12_ROUND=3 ...  (round 3: register-capped persistent plans at the DRAM-bound cells)
     PYTHONPATH=src TRITON_INTERPRET=1 python3 experiments/rows12_sweep.py --out /tmp/r.json --smoke
 """
 
@@ -34,10 +35,16 @@ CELLS = [(4096, 131072), (1024, 151936), (8192, 32000), (2048, 131072), (512, 13
 OCCUPANCY: dict = {}  # repr(plan) -> (registers, programs per SM that fit)
 
 
+ROUND = int(os.environ.get("ROWS12_ROUND", "2"))
+CELLS3 = [(4096, 131072), (1024, 151936), (2048, 131072), (1024, 128256), (512, 131072),
+          (1335, 50257), (8192, 32000), (256, 262144), (1024, 65537), (2048, 65536),
+          (441, 151936)]  # fmt: skip
+
+
 def cells_all(sm, smoke=False):
     if smoke:
         return [(7, 1001, "smoke"), (5, 1000, "smoke")]
-    return [(r, n, "target") for r, n in CELLS]
+    return [(r, n, "target") for r, n in (CELLS3 if ROUND == 3 else CELLS)]
 
 
 def candidates(n, smoke=False):
@@ -46,6 +53,15 @@ def candidates(n, smoke=False):
     if smoke:
         return [P.coop(128, 1, fast_exp=True, programs_per_sm=8),
                 P.coop(128, 1, programs_per_sm=2)]  # fmt: skip
+    if ROUND == 3:  # register caps for more resident programs (round 2: time ~ programs)
+        return [P.coop(4096, 4, fast_exp=True, programs_per_sm=6),
+                P.coop(4096, 4, fast_exp=True, programs_per_sm=7, maxnreg=72),
+                P.coop(4096, 4, fast_exp=True, programs_per_sm=8, maxnreg=64),
+                P.coop(4096, 4, fast_exp=True, programs_per_sm=10, maxnreg=48),
+                P.coop(8192, 8, fast_exp=True, programs_per_sm=3, maxnreg=80),
+                P.coop(8192, 8, fast_exp=True, programs_per_sm=4, maxnreg=64),
+                P.coop(2048, 2, fast_exp=True, programs_per_sm=16, maxnreg=64),
+                P.coop(2048, 4, fast_exp=True, programs_per_sm=12, maxnreg=40)]  # fmt: skip
     c = [P.coop(4096, 4, fast_exp=True)]
     c += [P.coop(4096, 4, fast_exp=True, programs_per_sm=k) for k in (4, 6, 8, 12)]
     c += [P.coop(4096, 4, fast_exp=True, programs_per_sm=k, stages=2) for k in (3, 4, 5)]
