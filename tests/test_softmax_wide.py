@@ -128,3 +128,21 @@ def test_fast_exp_plan_fields():
         RowPlan("looped", 1024, 4, fast_exp=True)
     with pytest.raises(ValueError, match="fast_exp"):
         RowPlan("resident", 1024, 4, fast_exp=True)  # only the persistent resident kernel
+
+
+def test_resident_per_sm_counts_the_register_file(monkeypatch):
+    """``_device.resident_per_sm`` on an H200-like SM (65536 registers, 2048 threads, 32 blocks,
+    228 KB of shared memory): registers allocated per warp in units of 256. The rows12 sweep's
+    persistent plans at these registers: 4096/4 at 80 -> 6 per SM, 96 -> 5, 111 -> 4, 64 -> 8;
+    2048/2 at 110 -> 9; 8192/8 at 100 -> 2; and threads or shared memory bound small kernels."""
+    from warpgauge import _device
+
+    monkeypatch.setattr(_device, "_sm_limits", lambda index: (65536, 2048, 32, 233472))
+    dev = torch.device("cuda", 0)
+    got = [_device.resident_per_sm(dev, r, w, 0) for r, w in
+           ((80, 4), (96, 4), (111, 4), (64, 4), (110, 2), (100, 8))]  # fmt: skip
+    assert got == [6, 5, 4, 8, 9, 2]
+    assert _device.resident_per_sm(dev, 16, 1, 0) == 32  # block slots
+    assert _device.resident_per_sm(dev, 16, 32, 0) == 2  # threads
+    assert _device.resident_per_sm(dev, 16, 4, 100_000) == 2  # shared memory
+    assert _device.resident_per_sm(dev, 255, 32, 0) == 1  # never 0

@@ -60,3 +60,28 @@ def device_info(device: torch.device) -> DeviceInfo:
     if device.type == "cuda":
         return _cuda_info(device.index if device.index is not None else torch.cuda.current_device())
     return _INTERPRETER_INFO
+
+
+@functools.cache
+def _sm_limits(index: int) -> tuple[int, int, int, int]:
+    """(registers, threads, blocks, shared bytes) one SM of CUDA device ``index`` holds."""
+    p = torch.cuda.get_device_properties(index)
+    return (
+        int(getattr(p, "regs_per_multiprocessor", 0) or 65536),
+        int(getattr(p, "max_threads_per_multi_processor", 0) or 2048),
+        int(getattr(p, "max_blocks_per_multi_processor", 0) or 32),
+        int(getattr(p, "shared_memory_per_multiprocessor", 0) or 228 * 1024),
+    )
+
+
+def resident_per_sm(device: torch.device, regs: int, num_warps: int, shared: int) -> int:
+    """Programs of a compiled kernel (``regs`` registers a thread, ``num_warps`` warps,
+    ``shared`` bytes of shared memory) that one SM of ``device`` holds at once: the register
+    file (allocated per warp in units of 256), the threads, the block slots and the shared
+    memory, whichever runs out first (at least 1)."""
+    reg_file, threads, blocks, smem = _sm_limits(device.index if device.index is not None else 0)
+    per_warp = -(-max(regs, 1) * 32 // 256) * 256
+    fit = min((reg_file // per_warp) // num_warps, threads // (32 * num_warps), blocks)
+    if shared:
+        fit = min(fit, smem // shared)
+    return max(fit, 1)

@@ -305,6 +305,11 @@ FAST_PLANS = [
     RowPlan.coop(16384, 8, sub=4096, evict=True, fast_exp=True),
     RowPlan.coop(16384, 8, sub=4096, evict=True, fast_exp=True, fma_exp=1),
     RowPlan.coop(4096, 4, fast_exp=True),
+    # the persistent cooperative plan (rows12): 6 per SM (fewer where the registers do not let
+    # an SM hold 6: the launcher's bound), two rows ahead, tl.exp
+    RowPlan.coop(4096, 4, fast_exp=True, programs_per_sm=6),
+    RowPlan.coop(2048, 2, fast_exp=True, programs_per_sm=8, stages=2),
+    RowPlan.coop(4096, 4, programs_per_sm=4),
 ]
 
 
@@ -323,3 +328,29 @@ def test_softmax_fast_exp_plans(plan, dtype, shape):
     assert torch.equal(y[0].float(), torch.zeros_like(y[0].float()))
     assert torch.isnan(y[3]).all()
     assert_close(y, softmax_ref(x), relative=True)
+
+
+def test_persistent_coop_grid_stays_resident():
+    """A persistent cooperative plan asking for more programs per SM than its kernel's registers
+    allow (32 of 4096/4) is bounded by the launcher to what fits (``softmax._pf_fit``): the
+    call is correct and takes about as long as the plan that fits, not the poll limit per row
+    (about a second) that non-resident row-mates would cost."""
+    import time
+
+    x = _rand((1335, 50257), torch.bfloat16, 21, 3.0)
+    ok = RowPlan.coop(4096, 4, fast_exp=True, programs_per_sm=4)
+    big = RowPlan.coop(4096, 4, fast_exp=True, programs_per_sm=32)
+    ref = softmax_ref(x)
+    for p in (ok, big):
+        assert_close(softmax_k.softmax(x, plan=p), ref, relative=True)
+    torch.cuda.synchronize()
+    t = {}
+    for p in (ok, big):
+        t0 = time.perf_counter()
+        for _ in range(5):
+            softmax_k.softmax(x, plan=p)
+        torch.cuda.synchronize()
+        t[p.programs_per_sm] = (time.perf_counter() - t0) / 5
+    assert t[32] < 3 * t[4] + 1e-3, t
+    fits = [v for v in softmax_k._PF_FIT.values()]
+    assert fits and all(1 <= f < 32 for f in fits), fits

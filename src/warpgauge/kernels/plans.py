@@ -153,7 +153,8 @@ class RowPlan:
       with a register ``coop`` plan, softmax runs a persistent cooperative grid (at most
       ``k * SMs`` programs, a whole number of rows' chunks, all resident at once) whose programs
       walk rows lane, lane + lanes, ... and load the next row's chunk (``stages`` 2: the next
-      two rows' chunks) before the statistics exchange (``softmax_coop._softmax_coop_pf``);
+      two rows' chunks) before the statistics exchange (``softmax_coop._softmax_coop_pf``;
+      the launcher lowers ``k`` to what the compiled kernel's registers let an SM hold);
       others ignore it.
     - ``align``: allow the aligned-body path for unaligned rows (``_rows.py``); off forces
       scalar access (a tuning control, never worth choosing).

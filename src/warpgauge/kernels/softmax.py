@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from .._checks import check_tensor, rows_view
-from .._device import device_info
+from .._device import device_info, resident_per_sm
 from ._launch import empty, empty_rows_like, launch
 from ._rows import (
     align_for,
@@ -322,6 +322,34 @@ def _softmax_split_write(
         tl.store(yr + idx, (tl.exp(x - shift) * inv).to(y_ptr.dtype.element_ty), mask=idx < N)
 
 
+_PF_FIT: dict = {}  # (device, specialization) -> programs of _softmax_coop_pf an SM holds
+
+
+def _pf_fit(args, meta, device) -> int:
+    """Programs per SM of ``_softmax_coop_pf`` (as compiled for these arguments) that are all
+    resident at once, from its registers and shared memory (``_device.resident_per_sm``):
+    the persistent grid never exceeds it, since a row whose programs are not all resident
+    waits out the poll limit on every row. Compiled here once per specialization
+    (``warmup``); unbounded where nothing was compiled (the interpreter, tracing, fakes)."""
+    from .int4_tile import _tracing  # torch.compile / wrap_triton tracing, fake or meta tensors
+
+    if device.type != "cuda" or _tracing(args[0]):
+        return 1 << 30
+    key = (device.index, tuple(sorted(meta.items())), args[0].dtype, args[0].data_ptr() % 16,
+           args[3] % 16)  # fmt: skip
+    fit = _PF_FIT.get(key)
+    if fit is None:
+        k = _softmax_coop_pf.warmup(*args, grid=(1,), **meta)
+        regs, shared = (
+            getattr(k, "n_regs", None),
+            getattr(getattr(k, "metadata", None), "shared", 0),
+        )
+        if not isinstance(regs, int):
+            return 1 << 30
+        fit = _PF_FIT[key] = resident_per_sm(device, regs, meta["num_warps"], shared or 0)
+    return fit
+
+
 def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
     """Softmax over the last dim of ``x`` (N-D, rows may be strided). Returns a new tensor."""
     check_tensor("x", x)
@@ -353,12 +381,13 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
         )  # fmt: skip
     elif p.kind == "coop" and p.programs_per_sm:
         g = p.coop_chunks(n, align)
-        lanes = min(rows, max(1, p.programs_per_sm * device_info(x.device).sm_count // g))
-        launch(_softmax_coop_pf, (lanes * g,), x2, y, coop_slots(rows, g, x.device), stride,
-            rows, coop_spin(), N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g),
-            ALIGN=align, S8=s8, FAST=p.fast_exp, ASM=p.fast_exp and use_asm(),
-            DEPTH=2 if p.stages >= 2 else 1, num_warps=p.num_warps, **reg_cap(p),
-        )  # fmt: skip
+        args = (x2, y, coop_slots(rows, g, x.device), stride, rows, coop_spin())
+        meta = dict(N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g), ALIGN=align, S8=s8,
+                    FAST=p.fast_exp, ASM=p.fast_exp and use_asm(),
+                    DEPTH=2 if p.stages >= 2 else 1, num_warps=p.num_warps, **reg_cap(p))  # fmt: skip
+        per_sm = min(p.programs_per_sm, _pf_fit(args, meta, x.device))
+        lanes = min(rows, max(1, per_sm * device_info(x.device).sm_count // g))
+        launch(_softmax_coop_pf, (lanes * g,), *args, **meta)
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)
         launch(_softmax_coop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride, rows,
