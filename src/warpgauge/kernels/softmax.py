@@ -329,11 +329,15 @@ def _pf_fit(args, meta, device) -> int:
     """Programs per SM of ``_softmax_coop_pf`` (as compiled for these arguments) that are all
     resident at once, from its registers and shared memory (``_device.resident_per_sm``):
     the persistent grid never exceeds it, since a row whose programs are not all resident
-    waits out the poll limit on every row. Compiled here once per specialization
-    (``warmup``); unbounded where nothing was compiled (the interpreter, tracing, fakes)."""
-    from .int4_tile import _tracing  # torch.compile / wrap_triton tracing, fake or meta tensors
+    waits out the poll limit (in practice lanes past the resident ones run as later waves:
+    correct, slower). Compiled here once per specialization (``warmup``); unbounded where
+    nothing is compiled (the interpreter, tracing, fake or meta tensors)."""
+    from torch._subclasses.fake_tensor import FakeTensor
 
-    if device.type != "cuda" or _tracing(args[0]):
+    x = args[0]
+    if device.type != "cuda" or torch.compiler.is_compiling() or x.is_meta:
+        return 1 << 30
+    if isinstance(x, FakeTensor):
         return 1 << 30
     key = (device.index, tuple(sorted(meta.items())), args[0].dtype, args[0].data_ptr() % 16,
            args[3] % 16)  # fmt: skip
