@@ -25,6 +25,12 @@
 # move the peer wheels into .peers/c1, .peers/c2, ... (each a few MB) and carry every one in its
 # own `stash` call too; install_peers then takes the wheels from the stage, and the timing call
 # carries only .whl.
+# Session 12: the tracked tree had grown to ~53 MB (results/ ~50 MB), and even 12 MB parts
+# (.peers/x1 .. x6, re-split from the same tar.xz, same sha256) did not fit beside it. Those
+# staging calls ran with results/ out of the index (`git rm -r --cached -q results` and
+# `/results/` in .git/info/exclude; the device runs need no committed results), x1-x4 in one
+# `stash` call and x5 with .whl and .peers/c in the timing call; afterwards `git reset -q
+# results` and the exclude line removed restored the index. Check `git status` is clean after.
 set -uo pipefail
 [ "${1:-}" = prep-quack ] && [ -n "${2:-}" ] && set -- "$1" "$(realpath "$2")"
 cd "$(dirname "$0")/.."
