@@ -519,6 +519,16 @@ case "${1:-}" in
     grep -h "ERROR SUMMARY\|cases passed" "$d"/san/*.log 2>/dev/null
     pack gputests11
     ;;
+  s13a)  # session 13, carries .whl: where the eager host time of the pad-path GEMMs and of the
+    # M=256 INT4 linear goes (experiments/padhost_probe.py), then host mode on the current code
+    install_wheels
+    mkdir -p "$OUT/padhost"
+    echo "[$(stamp)] padhost probe"
+    timeout -k 10 "${PROBE_S:-200}" python3 experiments/padhost_probe.py --out "$OUT/padhost" \
+      >"$OUT/padhost/probe.log" 2>&1; echo "probe exit $?" >>"$OUT/padhost/probe.log"
+    tail -n 3 "$OUT/padhost/probe.log"; pack padhost
+    [ "${HOST:-1}" = 1 ] && bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
