@@ -529,6 +529,26 @@ case "${1:-}" in
     tail -n 3 "$OUT/padhost/probe.log"; pack padhost
     [ "${HOST:-1}" = 1 ] && bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
     ;;
+  s13b)  # session 13, carries .whl and .peers/c: the GPU tests of the replayed pad path and
+    # permuted x (side by side), then alone: the padhost probe again, the default suite's gemm
+    # and int4_linear cases (gemlite installed; host + device columns)
+    install_wheels $(ls .peers/c/*.whl | grep -E 'gemlite|liger')
+    d="$OUT/gputests13"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
+    lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-170}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+    echo "[$(stamp)] gpu tests (session 13 lanes)"
+    lane host_path $P tests/gpu/test_host_path_gpu.py
+    lane gemm_int4 $P tests/gpu/test_gemm_int4_gpu.py tests/gpu/test_gemm_rules_gpu.py
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests13
+    mkdir -p "$OUT/padhost2"
+    timeout -k 10 "${PROBE_S:-120}" python3 experiments/padhost_probe.py --out "$OUT/padhost2" \
+      >"$OUT/padhost2/probe.log" 2>&1; echo "probe exit $?" >>"$OUT/padhost2/probe.log"
+    pack padhost2
+    bench_part gemm-int4 "${GI_S:-250}" --ops gemm,int4_linear --max-minutes "${GI_MIN:-3.3}" \
+      --skip compile_max_autotune
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -111,6 +111,25 @@ def test_int4_tile_x_permutation():
     assert torch.equal(int4_tile.permute_x(x[:, ::1].t().contiguous().t(), 64), xp)
 
 
+@pytest.mark.parametrize("group", [32, 48, 128])
+def test_int4_tile_x_permutation_any_shape_and_strides(group):
+    """The Triton permutation against the reshape it replaces: random values, a row count that no
+    block divides, K past one block, a column-major and a row-sliced x; the output poisoned
+    first (every element must be written), contiguous."""
+    g = torch.Generator().manual_seed(group)
+    K = group * 23
+    base = torch.randn(13, K + 5, generator=g)
+
+    def ref(x):
+        return x.unflatten(1, (K // group, group // 2, 2)).transpose(2, 3).reshape(x.shape[0], K)
+
+    for x in (base[:, :K], base[:, :K].t().contiguous().t(), base[1::2, :K]):
+        got = int4_tile.permute_x(x, group)
+        assert got.is_contiguous() and got.shape == x.shape
+        assert torch.equal(got, ref(x)), (group, x.stride())
+    assert int4_tile.permute_x(base[:0, :K], group).shape == (0, K)
+
+
 def test_int4_tile_plan_validation():
     with pytest.raises(ValueError, match="kernel must be"):
         Int4Plan(block_m=16, block_n=16, kernel="x")

@@ -150,6 +150,29 @@ def test_launchers_doing_more_than_allocate_and_launch_are_never_replayed(toy, e
     _replay.clear()
 
 
+def test_a_slice_at_an_allocations_first_element_is_replayed(toy, monkeypatch):  # noqa: F811
+    """gemm's pad path: a buffer with padded rows, sliced back to the row length (``[:, :C]``,
+    an ``aten.slice``), launched on and returned. Recorded and replayed: the launch gets the fresh
+    allocation's pointer, the result is the same view of it (shape, strides) in new memory."""
+    monkeypatch.setattr(_replay, "ANY_DEVICE", True)
+    _replay.clear()
+    calls = []
+
+    def launcher(x):
+        calls.append(1)
+        buf = _launch.empty((x.shape[0], 24), x.dtype, x.device)[:, : x.shape[1]]
+        _launch.launch(toy, (1,), x, buf, x.numel(), 16, BLOCK=32)
+        return buf
+
+    outs = [_replay.call(launcher, (_x(4, 17),), _run) for _ in range(4)]
+    assert len(calls) == 2 and _replay.STATS["replays"] == 2 and _replay.STATS["never"] == 0
+    for out in outs:
+        assert out.shape == (4, 17) and out.stride() == (24, 1)
+    assert len({o.data_ptr() for o in outs}) == 4
+    assert toy.compiled[0].launches[-1][10] == outs[-1].data_ptr()
+    _replay.clear()
+
+
 def test_results_that_are_views_and_tuples_are_rebuilt(toy, monkeypatch):  # noqa: F811
     monkeypatch.setattr(_replay, "ANY_DEVICE", True)
     _replay.clear()

@@ -44,7 +44,18 @@ def _calls():
         for s in ((4, 32769), (4, 32769), (32769,), (16, 262144), (128, 50257))
     ]
 
+    # the pad path (M*N*K >= 2^30 with rows TMA cannot read: padded copies, a sliced buffer) and
+    # the INT4 tile kernel's permuted x (batch 17-256 on a weight of 2^25 values or more)
+    pad = [torch.randn(*s, device=DEV, generator=gw).to(BF)
+           for s in ((1025, 1033), (1033, 1031), (1024, 1028), (1028, 1024))]  # fmt: skip
+    q_big = wg.quantize_int4(torch.randn(14336, 4096, device=DEV, generator=gw).to(BF) * 0.05)
+    xq = torch.randn(256, 4096, device=DEV, generator=gw).to(BF)
+
     ops = {
+        "gemm pad": lambda x, y, w, a, b, v: wg.gemm(pad[0] + x[:1, :1], pad[1]),
+        "gemm pad K": lambda x, y, w, a, b, v: wg.gemm(pad[2] + x[:1, :1], pad[3]),
+        "int4_linear tile 256": lambda x, y, w, a, b, v: wg.int4_linear(xq + x[:1, :1], q_big),
+        "int4_linear tile 32": lambda x, y, w, a, b, v: wg.int4_linear(xq[:32] + x[:1, :1], q_big),
         "softmax": lambda x, y, w, a, b, v: wg.softmax(x),
         "softmax strided": lambda x, y, w, a, b, v: wg.softmax(x[:, :4000]),
         # a start 2 bytes past a 16-byte boundary: Triton specializes on alignment
@@ -79,7 +90,8 @@ def _calls():
 NAMES = ["softmax", "softmax strided", "softmax misaligned", "softmax fp16", "row_sum", "add",
          "add_rms_norm", "add_rms_norm misaligned", "gemm", "gemm transposed", "gemm tma",
          "int4_linear", "int4_linear batch", "softmax coop", "add_rms_norm coop", "row_sum coop",
-         "softmax coop 262144"]  # fmt: skip
+         "softmax coop 262144", "gemm pad", "gemm pad K", "int4_linear tile 256",
+         "int4_linear tile 32"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -357,3 +369,20 @@ def test_guarded_one_device_replay_on_the_gpu(monkeypatch):
     s.synchronize()
     assert _equal(y, _normal(lambda: wg.softmax(x)))
     _replay.clear()
+
+
+def test_the_pad_and_permuted_x_cases_take_those_paths():
+    """The replay cases above that exist for the pad path and the tile kernel's permuted x run
+    those paths (else their replay tests would pass on another path)."""
+    from warpgauge._device import device_info
+    from warpgauge.kernels import gemm as kg
+    from warpgauge.kernels.int4 import Int4Plan
+
+    for m, n, k in ((1025, 1031, 1033), (1024, 1024, 1028)):
+        a = torch.randn(m, k, device=DEV, dtype=BF)
+        b = torch.randn(k, n, device=DEV, dtype=BF)
+        assert kg._path(a, b, torch.empty(m, n, device=DEV, dtype=BF), "m") == "pad", (m, n, k)
+    sms = device_info(torch.device(DEV)).sm_count
+    for m in (256, 32):
+        plan = Int4Plan.for_shape(m, 14336, 4096, sms, 128)
+        assert plan.kernel == "tile" and plan.block_m > 16, (m, plan)

@@ -65,6 +65,7 @@ _ALLOWED = {
     _aten.alias.default,
     _aten.detach.default,  # packed.view(torch.int32) dispatches it (int4_linear): an alias
     _aten.as_strided.default,
+    _aten.slice.Tensor,  # a padded buffer's [:, :C] (gemm's pad and line paths): a view
     _aten._reshape_alias.default,
     _aten.unsqueeze.default,
     _aten.expand.default,

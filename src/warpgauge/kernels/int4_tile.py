@@ -220,10 +220,38 @@ def check_tile_fields(plan) -> None:
         )
 
 
+@triton.jit
+def _permute_x_kernel(x_ptr, y_ptr, M, K, stride_xm, stride_xk, GROUP: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+    """y[m, g * GROUP + j] = x[m, g * GROUP + 2j] for j < GROUP / 2, else x[m, g * GROUP + 2(j -
+    GROUP / 2) + 1]: each group's even k, then its odd k; y contiguous, x any strides."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    k = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    HALF: tl.constexpr = GROUP // 2
+    j = k % GROUP
+    src = k - j + tl.where(j < HALF, 2 * j, 2 * (j - HALF) + 1)
+    mask = (rm < M)[:, None] & (k < K)[None, :]
+    rows = rm.to(tl.int64)[:, None]
+    v = tl.load(x_ptr + rows * stride_xm + src.to(tl.int64)[None, :] * stride_xk, mask=mask)
+    tl.store(y_ptr + rows * K + k[None, :], v, mask=mask)
+
+
+PERMUTE_BLOCK_M, PERMUTE_BLOCK_K = 4, 1024
+
+
 def permute_x(x2: torch.Tensor, group_size: int) -> torch.Tensor:
-    """x [M, K] -> contiguous [M, K] with each group's even k first, then its odd k."""
+    """x [M, K] -> contiguous [M, K] with each group's even k first, then its odd k: one Triton
+    copy into a ``_launch.empty`` output, so an eager call that permutes x is still recorded and
+    replayed (``_replay``: a torch reshape copy would make every such call run the launcher, about
+    160 us of host time at 256x14336x4096, experiments/padhost_probe.py)."""
     M, K = x2.shape
-    return x2.unflatten(1, (K // group_size, group_size // 2, 2)).transpose(2, 3).reshape(M, K)
+    y = _launch.empty((M, K), x2.dtype, x2.device)
+    if M and K:
+        grid = (triton.cdiv(M, PERMUTE_BLOCK_M), triton.cdiv(K, PERMUTE_BLOCK_K))
+        launch(_permute_x_kernel, grid, x2, y, M, K, x2.stride(0), x2.stride(1),
+               GROUP=group_size, BLOCK_M=PERMUTE_BLOCK_M, BLOCK_K=PERMUTE_BLOCK_K,
+               num_warps=4)  # fmt: skip
+    return y
 
 
 def _tracing(t: torch.Tensor) -> bool:
