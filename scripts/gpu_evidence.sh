@@ -529,10 +529,10 @@ case "${1:-}" in
     tail -n 3 "$OUT/padhost/probe.log"; pack padhost
     [ "${HOST:-1}" = 1 ] && bench_part host 90 --mode host --skip 'compile*' --max-minutes 1.1
     ;;
-  s13b)  # session 13, carries .whl and .peers/c: the GPU tests of the replayed pad path and
+  s13b)  # session 13, carries .whl and .peers/g (the gemlite and Liger wheels of .peers/c): the GPU tests of the replayed pad path and
     # permuted x (side by side), then alone: the padhost probe again, the default suite's gemm
     # and int4_linear cases (gemlite installed; host + device columns)
-    install_wheels $(ls .peers/c/*.whl | grep -E 'gemlite|liger')
+    install_wheels .peers/g/*.whl
     d="$OUT/gputests13"; mkdir -p "$d"
     P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
     lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-170}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
