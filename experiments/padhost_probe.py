@@ -12,7 +12,14 @@ and a torch.profiler table of 5 calls (CUDA API calls: a hidden synchronize or c
 there). ``torch.mm`` and ``torch.compile`` of the same product are timed beside it (compile's
 kernels are listed too: how it handles the unaligned sizes).
 
+``--slice-ab`` (session 13's second look): only warpgauge, each case timed twice in one process,
+with ``aten.slice`` allowed in replay recordings (the fix) and without it (as before), recipes
+cleared in between, order alternating per case: whether allowing it changed any other path's host
+time (the batch 1-64 INT4 cases looked 11-18 us slower in run 20261202-042828-default's cold
+host + device column than in 20261202-023113-default's).
+
     PYTHONPATH=src python3 experiments/padhost_probe.py --out $OUT/padhost
+    PYTHONPATH=src python3 experiments/padhost_probe.py --out $OUT/slice --slice-ab
 """
 
 from __future__ import annotations
@@ -115,7 +122,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--n", type=int, default=30)
+    ap.add_argument("--slice-ab", action="store_true")
     args = ap.parse_args()
+    if args.slice_ab:
+        slice_ab(args)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     torch._dynamo.config.cache_size_limit = 64
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -142,6 +153,39 @@ def main() -> None:
                 (args.out / f"{tag}.cprofile.txt").write_text(profile_text(fn))
                 (args.out / f"{tag}.torchprof.txt").write_text(torch_profile(fn))
         (args.out / "padhost.json").write_text(json.dumps(rows, indent=1))
+
+
+def slice_ab(args) -> None:
+    from warpgauge.kernels import _replay
+
+    op = torch.ops.aten.slice.Tensor
+    g = torch.Generator(device="cuda").manual_seed(0)
+    flush = Flush()
+    names = ["int4 1x4096x4096", "int4 1x4096x14336", "int4 4x4096x4096", "int4 64x4096x4096",
+             "int4 256x14336x4096", "gemm 4096x4096x4100", "gemm 16x4096x4096",
+             "gemm 1024x1024x1024"]  # fmt: skip
+    rows = []
+    for i, name in enumerate(names):
+        fn = build(name, g)["warpgauge"]
+        order = (True, False) if i % 2 == 0 else (False, True)
+        for rep in range(2):
+            for allowed in order:
+                (_replay._ALLOWED.add if allowed else _replay._ALLOWED.discard)(op)
+                _replay.clear()
+                for _ in range(3):
+                    fn()
+                torch.cuda.synchronize()
+                cold = host_device(fn, flush, args.n, True)
+                warm = host_device(fn, flush, args.n, False)
+                h, w = host_only(fn, 20)
+                row = {"case": name, "slice_allowed": allowed, "rep": rep,
+                       "cold_host_device_us": statistics.median(cold),
+                       "warm_host_device_us": statistics.median(warm), "host_only_us": h,
+                       "wall_per_call_us": w, "replay_stats": dict(_replay.STATS)}  # fmt: skip
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+        (args.out / "slice_ab.json").write_text(json.dumps(rows, indent=1))
+    _replay._ALLOWED.add(op)
 
 
 if __name__ == "__main__":

@@ -549,6 +549,33 @@ case "${1:-}" in
     bench_part gemm-int4 "${GI_S:-250}" --ops gemm,int4_linear --max-minutes "${GI_MIN:-3.3}" \
       --skip compile_max_autotune
     ;;
+  s13c)  # session 13, carries .whl and .peers/x1 .. x4 (results/ out of the index): the cu13
+    # parts staged for s13d; the GEMM/INT4 GPU tests in two lanes (correctness, side by side),
+    # then alone: experiments/padhost_probe.py --slice-ab
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    ls "$stage"
+    install_wheels
+    d="$OUT/gputests13c"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
+    lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-250}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+    echo "[$(stamp)] gpu tests (session 13c lanes)"
+    lane gemm_int4 $P tests/gpu/test_gemm_int4_gpu.py
+    lane gemm_rules $P tests/gpu/test_gemm_rules_gpu.py
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests13c
+    mkdir -p "$OUT/slice-ab"
+    timeout -k 10 "${PROBE_S:-150}" python3 experiments/padhost_probe.py --out "$OUT/slice-ab" \
+      --slice-ab >"$OUT/slice-ab/probe.log" 2>&1; echo "probe exit $?" >>"$OUT/slice-ab/probe.log"
+    pack slice-ab
+    ;;
+  s13d)  # right after s13c, carries .whl, .peers/c, .peers/x5, .peers/x6: QuACK from the staged
+    # parts, then the whole training suite (softmax and add_rms_norm forward + backward)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_peers
+    bench_part fwd-bwd "${FB_S:-550}" --mode fwd_bwd --ops softmax,add_rms_norm \
+      --max-minutes "${FB_MIN:-7.3}"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
