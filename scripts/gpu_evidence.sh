@@ -576,6 +576,33 @@ case "${1:-}" in
     bench_part fwd-bwd "${FB_S:-550}" --mode fwd_bwd --ops softmax,add_rms_norm \
       --max-minutes "${FB_MIN:-7.3}"
     ;;
+  s13e)  # session 13, carries .whl and .peers/x1 .. x4 (results/ out of the index): the cu13
+    # parts staged for s13f; the training, determinism and row GPU tests (side by side), then
+    # alone: experiments/rmsfold13_sweep.py (the folded dw of the split backward)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_wheels
+    d="$OUT/gputests13e"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
+    lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-170}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+    echo "[$(stamp)] gpu tests (session 13e lanes)"
+    lane training $P tests/gpu/test_training_gpu.py
+    lane determinism $P tests/gpu/test_determinism_gpu.py
+    lane rows $P tests/gpu/test_rows_gpu.py -k "rms or backward or grad"
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests13e
+    mkdir -p "$OUT/rmsfold13"
+    timeout -k 10 "${SWEEP_S:-190}" python3 experiments/rmsfold13_sweep.py --budget-s "${SWEEP_B:-150}" \
+      --out "$OUT/rmsfold13/rmsfold13.jsonl" >"$OUT/rmsfold13/sweep.log" 2>&1
+    echo "sweep exit $?" >>"$OUT/rmsfold13/sweep.log"; tail -n 4 "$OUT/rmsfold13/sweep.log"
+    pack rmsfold13
+    ;;
+  s13f)  # right after s13e: s13d again (QuACK from the staged parts, the training suite)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_peers
+    bench_part fwd-bwd "${FB_S:-300}" --mode fwd_bwd --ops softmax,add_rms_norm \
+      --max-minutes "${FB_MIN:-4}"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -73,7 +73,7 @@ def _rms_ref_dw(dy, h, w, eps):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("rows,width", [(16384, 4096), (8, 32769), (3000, 777)])
+@pytest.mark.parametrize("rows,width", [(16384, 4096), (8, 32769), (64, 131072), (3000, 777)])
 def test_rms_norm_dw_bit_identical(rows, width, dtype):
     h = _rand(rows, width, dtype=dtype, seed=1)
     w = _rand(width, dtype=dtype, seed=2)

@@ -161,6 +161,29 @@ def test_new_row_counts_reuse_compiled_kernels_wider():
     assert [compiled_variants(k) for k in kernels] == before
 
 
+def test_rms_backward_split_new_row_counts_reuse_compiled_kernels():
+    """The split backward with dw folded into its write pass (few wide rows): one compile per
+    width over row counts 1-128 (the row groups and chunk counts are runtime arguments), dx and
+    dw against FP64 at each."""
+    from warpgauge.kernels import rmsnorm_backward as bwd
+
+    width = 65537
+    w = _rand((width,), torch.bfloat16, 3)
+    ks = [bwd._rms_bwd_split_stats, bwd._rms_bwd_split_write_dw, bwd._rms_dw_finish]
+    before = None
+    for rows in (3, 5, 1, 16, 64, 100, 128):
+        h, dy = _rand((rows, width), torch.bfloat16, rows), _rand((rows, width), torch.bfloat16, 2)
+        assert bwd.bwd_plan(rows, width, h.device).kind == "split"
+        dx, dw = bwd.add_rms_norm_backward(dy, None, h, w, 1e-6)
+        h64, w64 = h.double().requires_grad_(), w.double().requires_grad_()
+        (h64 * torch.rsqrt(h64.square().mean(-1, keepdim=True) + 1e-6) * w64).backward(dy.double())
+        assert_close(dx, h64.grad.to(dx.dtype), msg=f"dx {rows}")
+        assert_close(dw, w64.grad.to(dw.dtype), msg=f"dw {rows}")
+        if rows == 5:  # 3 and 5: one group and several (the finish kernel) compiled
+            before = [compiled_variants(k) for k in ks]
+    assert all(before) and [compiled_variants(k) for k in ks] == before
+
+
 @pytest.mark.parametrize("shape", [(4096, 4096), (1000, 2880), (300, 50257)])
 def test_rms_weight_grad_bit_identical_100_runs(shape):
     """dw from fixed-order FP32 partials: bit-identical over 100 runs, no atomics."""

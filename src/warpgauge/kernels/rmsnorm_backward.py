@@ -12,8 +12,10 @@ is the same on every call. A shape small enough for one group writes dw directly
 I/O: read h, dy (+ dh), w once; write dx, plus groups * width FP32 partials (written and read
 once; groups ~ a few per SM and at most rows * width / TUNE.min_group_elems, so small next to
 rows * width).
-Looped and split plans compute dx as before and sum dw in a separate pass over h and dy (two more
-reads). With ``need_dw=False`` (a frozen weight) no dw work is done at all.
+Looped plans compute dx and sum dw in a separate pass over h and dy (two more reads). Split plans
+(few wide rows) fold dw into their write pass (``SPLIT_FOLD_DW``: programs own a row group x a
+column block and write one FP32 partial row per group, added by the finish kernel in a fixed
+order). With ``need_dw=False`` (a frozen weight) no dw work is done at all.
 """
 
 from __future__ import annotations
@@ -229,6 +231,64 @@ def _rms_bwd_split_write(
         tl.store(rstd_ptr + row, rstd)
 
 
+@triton.jit(do_not_specialize=["rows", "rows_per_group", "n_chunks"])
+def _rms_bwd_split_write_dw(
+    dy_ptr,
+    dh_ptr,
+    h_ptr,
+    w_ptr,
+    dx_ptr,
+    part_ptr,
+    dwp_ptr,
+    dw_ptr,
+    rows,
+    rows_per_group,
+    n_chunks,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    SPLIT_PAD: tl.constexpr,
+    HAS_DH: tl.constexpr,
+):
+    # The split plan's write pass with dw folded in (``SPLIT_FOLD_DW``): program (g, cb) owns
+    # columns [cb * BLOCK, (cb + 1) * BLOCK) of the rows of group g, ROWS rows per step; per row
+    # it merges the stats kernel's n_chunks (sum h^2, sum h*w*dy) partials into rstd and c,
+    # writes dx, and sums dy * h * rstd over its rows into dw's partial row g (or dw itself when
+    # there is one group). No separate dw pass over h and dy; the partials are added in the
+    # fixed order g = 0, 1, ... by the finish kernel (deterministic, no atomics).
+    g = tl.program_id(0)
+    cb = tl.program_id(1)
+    cols = (cb * BLOCK + tl.arange(0, BLOCK))[None, :]
+    cm = cols < N
+    w = tl.load(w_ptr + cols, mask=cm, other=0.0).to(tl.float32)
+    k = tl.arange(0, SPLIT_PAD)[None, :]
+    km = k < n_chunks
+    acc = tl.zeros([ROWS, BLOCK], tl.float32)
+    r0 = g.to(tl.int64) * rows_per_group
+    r_end = tl.minimum(r0 + rows_per_group, rows)
+    for i in range(0, tl.cdiv(r_end - r0, ROWS)):
+        rr = r0 + i * ROWS + tl.arange(0, ROWS)
+        rm = rr < r_end
+        pk = part_ptr + (rr[:, None] * n_chunks + k) * 2
+        pm = rm[:, None] & km
+        ss = tl.sum(tl.load(pk, mask=pm, other=0.0), 1)
+        cdot = (tl.sum(tl.load(pk + 1, mask=pm, other=0.0), 1) / N)[:, None]
+        rstd = (1.0 / tl.sqrt(ss / N + tl.cast(eps, tl.float32)))[:, None]
+        m = rm[:, None] & cm
+        idx = (rr * N)[:, None] + cols
+        hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, cdot, HAS_DH)
+        tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
+        acc += dy * hf * rstd
+    part = tl.sum(acc, 0)[None, :]
+    if tl.num_programs(0) == 1:  # one row group: dw itself, no finish kernel
+        tl.store(dw_ptr + cols, part.to(dw_ptr.dtype.element_ty), mask=cm)
+    else:
+        tl.store(dwp_ptr + g.to(tl.int64) * N + cols, part, mask=cm)
+
+
 @triton.jit(do_not_specialize=["rows", "rows_per_group"])
 def _rms_dw_partial(
     dy_ptr,
@@ -284,6 +344,14 @@ def _rms_dw_finish(
     tl.store(dw_ptr + cols, acc.to(dw_ptr.dtype.element_ty), mask=m)
 
 
+# The split plan with dw folded into its write pass (``_rms_bwd_split_write_dw``): tiles of
+# SPLIT_FOLD_ROWS rows x SPLIT_FOLD_BLOCK columns, SPLIT_FOLD_WARPS warps, row groups sized so
+# that groups x column blocks is about SPLIT_FOLD_PER_SM programs per SM (``_fold_groups``).
+SPLIT_FOLD_DW = True
+SPLIT_FOLD_BLOCK = 1024
+SPLIT_FOLD_ROWS = 4
+SPLIT_FOLD_WARPS = 8
+SPLIT_FOLD_PER_SM = 8
 DW_BLOCK = 256  # columns per dw partial program (separate dw pass)
 DW_STEP = 8  # rows per step of a dw partial program
 # Finish kernel: 32 partial rows per step. One partial row per step made the finish kernel the
@@ -404,7 +472,18 @@ def backward_kernels(rows: int, n: int, device, plan=None, need_dw: bool = True)
     main = 1 if p.kind == "looped" else 2
     if not need_dw:
         return main
+    if p.kind == "split" and SPLIT_FOLD_DW:
+        return main + int(_fold_groups(rows, n, sm) > 1)
     return main + 1 + int(_dw_groups(rows, n, sm) > 1)
+
+
+def _fold_groups(rows: int, n: int, sm: int) -> int:
+    """Row groups of the folded split write (``SPLIT_FOLD_DW``): about ``SPLIT_FOLD_PER_SM``
+    programs per SM over the column blocks and groups, at most one group per row; from the shape
+    and the SM count only, so every call adds the dw partials in the same order."""
+    col_blocks = triton.cdiv(n, SPLIT_FOLD_BLOCK)
+    groups = max(1, min(rows, triton.cdiv(SPLIT_FOLD_PER_SM * sm, col_blocks)))
+    return triton.cdiv(rows, triton.cdiv(rows, groups))
 
 
 def _dw_groups(rows: int, n: int, sm: int) -> int:
@@ -474,6 +553,18 @@ def add_rms_norm_backward(
         launch(_rms_bwd_split_stats, (rows, n_chunks),
             dy, h, weight, part, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps,
         )  # fmt: skip
+        if need_dw and SPLIT_FOLD_DW:  # dx and dw in one pass over h and dy
+            groups = _fold_groups(rows, n, sm)
+            col_blocks = triton.cdiv(n, SPLIT_FOLD_BLOCK)
+            dwp = empty((groups if groups > 1 else 1, n), torch.float32, h.device)
+            launch(_rms_bwd_split_write_dw, (groups, col_blocks),
+                dy, dh_arg, h, weight, dx_arg, part, dwp, dw, rows, triton.cdiv(rows, groups),
+                n_chunks, eps, N=n, BLOCK=SPLIT_FOLD_BLOCK, ROWS=SPLIT_FOLD_ROWS,
+                SPLIT_PAD=p.split_pad(n), HAS_DH=has_dh, num_warps=SPLIT_FOLD_WARPS,
+            )  # fmt: skip
+            if groups > 1:
+                _finish_dw(dwp, dw, groups, n, sm)
+            return dx, dw
         launch(_rms_bwd_split_write, (rows, n_chunks),
             dy, dh_arg, h, weight, dx_arg, rstd, part, eps, chunk, n_chunks, N=n, BLOCK=p.block,
             SPLIT_PAD=p.split_pad(n), HAS_DH=has_dh, num_warps=p.num_warps,
