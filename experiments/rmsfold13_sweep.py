@@ -45,6 +45,7 @@ WIDTHS = (20000, 32769, 65537, 131072, 151936, 262144)
 def configure(v) -> None:
     fold, block, rows, warps, per_sm = v
     bwd.SPLIT_FOLD_DW = fold
+    bwd.SPLIT_FOLD_ALIGN = 1  # every width folds in the folded variants (as at b635fd4)
     bwd.SPLIT_FOLD_BLOCK, bwd.SPLIT_FOLD_ROWS = block, rows
     bwd.SPLIT_FOLD_WARPS, bwd.SPLIT_FOLD_PER_SM = warps, per_sm
 
@@ -123,7 +124,8 @@ def main() -> None:
                 print(f"{rows}x{n}: " + " ".join(f"{k} {v:.1f}" for k, v in row["us"].items())
                       + f" | best {best}", flush=True)  # fmt: skip
                 del graphs
-    configure(VARIANTS["f1024r4w8k8"])
+    configure(VARIANTS["f2048r2w8k8"])
+    bwd.SPLIT_FOLD_ALIGN = 8
 
 
 if __name__ == "__main__":

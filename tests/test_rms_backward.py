@@ -181,7 +181,7 @@ def test_kernel_count(rows, width, plan, tune, monkeypatch):
         # the resident kernel computes dw itself, the split plan's write pass too (folded);
         # the looped plan (and the split plan without the fold) run a dw pass
         kind = plan.kind if plan else "resident"
-        dw = int(need_dw and not (kind == "split" and bwd.SPLIT_FOLD_DW))
+        dw = int(need_dw and not (kind == "split" and bwd.folds_dw(width)))
         assert ("_rms_dw_finish" in launched) == (len(launched) > max(1, main + dw))
     if tune.legacy or tune.min_group_elems == 0:
         return
@@ -192,15 +192,17 @@ def test_kernel_count(rows, width, plan, tune, monkeypatch):
 @pytest.mark.parametrize("fold_per_sm", [1, 8])
 @pytest.mark.parametrize(
     "rows,width,block",
-    [(13, 3001, 512), (1, 2500, 256), (40, 2100, 512), (6, 1024, 128)],
+    [(13, 3000, 512), (1, 2504, 256), (40, 4104, 512), (6, 1024, 128), (9, 3001, 512)],
 )
 def test_split_write_with_folded_dw(rows, width, block, fold_per_sm, monkeypatch):
-    """The split plan's write pass with dw folded in (``SPLIT_FOLD_DW``): several column blocks
-    (an odd width's masked tail), row groups of fewer rows than a step and of several steps
+    """The split plan's write pass with dw folded in (``folds_dw``, aligned widths): several
+    column blocks (a masked tail), row groups of fewer rows than a step and of several steps
     (``SPLIT_FOLD_PER_SM`` 1: long groups), one group (dw written directly), with and without
-    dh; dx and dw against FP64, dw the same bits on a second call, the kernel count right."""
+    dh; dx and dw against FP64, dw the same bits on a second call, the kernel count right. An
+    unaligned width (3001) keeps the separate dw pass."""
     monkeypatch.setattr(bwd, "SPLIT_FOLD_PER_SM", fold_per_sm)
-    assert bwd.SPLIT_FOLD_DW
+    folded = width % 8 == 0
+    assert bwd.folds_dw(width) == folded
     plan = RowPlan.split_for(rows, width, 4, block=block)
     assert plan.kind == "split" and plan.n_chunks(width) > 1
     h, dy, dh = (_rand((rows, width), torch.bfloat16, s) for s in (21, 22, 23))
@@ -216,12 +218,13 @@ def test_split_write_with_folded_dw(rows, width, block, fold_per_sm, monkeypatch
     for d in (dh, None):
         launched.clear()
         dx, dw = bwd.add_rms_norm_backward(dy, d, h, w, 1e-6, plan=plan)
-        assert "_rms_bwd_split_write_dw" in launched and "_rms_dw_partial" not in launched
+        assert ("_rms_bwd_split_write_dw" in launched) == folded
+        assert ("_rms_dw_partial" in launched) == (not folded)
         assert len(launched) == bwd.backward_kernels(rows, width, h.device, plan)
         dx_ref, dw_ref = _ref(dy, d, h, w)
         assert_close(dx, dx_ref, msg="dx")
         assert_close(dw, dw_ref, msg="dw")
-    groups = bwd._fold_groups(rows, width, 4)
+    groups = bwd._fold_groups(rows, width, 4) if folded else bwd._dw_groups(rows, width, 4)
     assert ("_rms_dw_finish" in launched) == (groups > 1)
     again = bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6, plan=plan)[1]
     assert torch.equal(again, bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6, plan=plan)[1])

@@ -13,9 +13,9 @@ I/O: read h, dy (+ dh), w once; write dx, plus groups * width FP32 partials (wri
 once; groups ~ a few per SM and at most rows * width / TUNE.min_group_elems, so small next to
 rows * width).
 Looped plans compute dx and sum dw in a separate pass over h and dy (two more reads). Split plans
-(few wide rows) fold dw into their write pass (``SPLIT_FOLD_DW``: programs own a row group x a
-column block and write one FP32 partial row per group, added by the finish kernel in a fixed
-order). With ``need_dw=False`` (a frozen weight) no dw work is done at all.
+(few wide rows) of aligned widths fold dw into their write pass (``folds_dw``: programs own a row
+group x a column block and write one FP32 partial row per group, added by the finish kernel in
+a fixed order). With ``need_dw=False`` (a frozen weight) no dw work is done at all.
 """
 
 from __future__ import annotations
@@ -346,12 +346,29 @@ def _rms_dw_finish(
 
 # The split plan with dw folded into its write pass (``_rms_bwd_split_write_dw``): tiles of
 # SPLIT_FOLD_ROWS rows x SPLIT_FOLD_BLOCK columns, SPLIT_FOLD_WARPS warps, row groups sized so
-# that groups x column blocks is about SPLIT_FOLD_PER_SM programs per SM (``_fold_groups``).
+# that groups x column blocks is about SPLIT_FOLD_PER_SM programs per SM (``_fold_groups``), for
+# widths that are multiples of SPLIT_FOLD_ALIGN (rows on 16-byte boundaries in BF16/FP16).
+# rmsfold13 sweep (results/rmsfold13-h200/, experiments/rmsfold13_sweep.py: backward alone, cold,
+# graph replay, 21 interleaved samples, FP64-checked; 42 shapes of 1-128 rows x 20000-262144
+# where the rule takes the split plan): 2048 x 2 rows, 8 warps, 8 per SM was the fastest of five
+# folded tiles at 29 of the 42 shapes and 0.63-0.97x the separate dw pass's time at every aligned
+# width (64x131072 42.5 us against 59.6; 128x262144 131.6 against 170.7; 1x131072 8.3 against
+# 15.6). At the unaligned widths 32769 and 65537 every folded tile lost at 4-100 rows (32x32769:
+# 20.9 against 17.2; 16x65537 20.5 against 18.2): their rows load without 16-byte vectors, and
+# the separate pass's 8-row tiles hide that better. So only aligned widths fold.
 SPLIT_FOLD_DW = True
-SPLIT_FOLD_BLOCK = 1024
-SPLIT_FOLD_ROWS = 4
+SPLIT_FOLD_ALIGN = 8
+SPLIT_FOLD_BLOCK = 2048
+SPLIT_FOLD_ROWS = 2
 SPLIT_FOLD_WARPS = 8
 SPLIT_FOLD_PER_SM = 8
+
+
+def folds_dw(n: int, need_dw: bool = True) -> bool:
+    """Whether the split backward of width ``n`` sums dw in its write pass (``SPLIT_FOLD_DW``)."""
+    return need_dw and SPLIT_FOLD_DW and n % SPLIT_FOLD_ALIGN == 0
+
+
 DW_BLOCK = 256  # columns per dw partial program (separate dw pass)
 DW_STEP = 8  # rows per step of a dw partial program
 # Finish kernel: 32 partial rows per step. One partial row per step made the finish kernel the
@@ -472,7 +489,7 @@ def backward_kernels(rows: int, n: int, device, plan=None, need_dw: bool = True)
     main = 1 if p.kind == "looped" else 2
     if not need_dw:
         return main
-    if p.kind == "split" and SPLIT_FOLD_DW:
+    if p.kind == "split" and folds_dw(n):
         return main + int(_fold_groups(rows, n, sm) > 1)
     return main + 1 + int(_dw_groups(rows, n, sm) > 1)
 
@@ -553,7 +570,7 @@ def add_rms_norm_backward(
         launch(_rms_bwd_split_stats, (rows, n_chunks),
             dy, h, weight, part, chunk, n_chunks, N=n, BLOCK=p.block, num_warps=p.num_warps,
         )  # fmt: skip
-        if need_dw and SPLIT_FOLD_DW:  # dx and dw in one pass over h and dy
+        if folds_dw(n, need_dw):  # dx and dw in one pass over h and dy
             groups = _fold_groups(rows, n, sm)
             col_blocks = triton.cdiv(n, SPLIT_FOLD_BLOCK)
             dwp = empty((groups if groups > 1 else 1, n), torch.float32, h.device)
