@@ -54,6 +54,19 @@ def _ref(dy, dh, h, w, eps=1e-6):
     return dx.to(h.dtype), w64.grad.to(w.dtype)
 
 
+def _spy_launches(monkeypatch) -> list:
+    """The names of the kernels the backward launches from now on, in order (a list it fills)."""
+    launched = []
+    real = bwd.launch
+
+    def spy(kernel, grid, *args, **meta):
+        launched.append(kernel.__name__)
+        return real(kernel, grid, *args, **meta)
+
+    monkeypatch.setattr(bwd, "launch", spy)
+    return launched
+
+
 @pytest.fixture
 def tune(request, monkeypatch):
     monkeypatch.setattr(bwd, "TUNE", TUNES[request.param])
@@ -163,14 +176,7 @@ SEPARATE_DW = [c for c in CASES if c[2] is not None and c[2].kind != "resident"]
 @pytest.mark.parametrize("rows,width,plan", [(3, 64, None), (130, 64, None), *SEPARATE_DW])
 def test_kernel_count(rows, width, plan, tune, monkeypatch):
     """backward_kernels says how many launches a backward makes (the sweep reports it)."""
-    launched = []
-    real = bwd.launch
-
-    def spy(kernel, grid, *args, **meta):
-        launched.append(kernel.__name__)
-        return real(kernel, grid, *args, **meta)
-
-    monkeypatch.setattr(bwd, "launch", spy)
+    launched = _spy_launches(monkeypatch)
     h, dy = _rand((rows, width), torch.float32, 9), _rand((rows, width), torch.float32, 10)
     w = _rand((width,), torch.float32, 11)
     for need_dw in (True, False):
@@ -207,14 +213,7 @@ def test_split_write_with_folded_dw(rows, width, block, fold_per_sm, monkeypatch
     assert plan.kind == "split" and plan.n_chunks(width) > 1
     h, dy, dh = (_rand((rows, width), torch.bfloat16, s) for s in (21, 22, 23))
     w = _rand((width,), torch.bfloat16, 24)
-    launched = []
-    real = bwd.launch
-
-    def spy(kernel, grid, *args, **meta):
-        launched.append(kernel.__name__)
-        return real(kernel, grid, *args, **meta)
-
-    monkeypatch.setattr(bwd, "launch", spy)
+    launched = _spy_launches(monkeypatch)
     for d in (dh, None):
         launched.clear()
         dx, dw = bwd.add_rms_norm_backward(dy, d, h, w, 1e-6, plan=plan)
