@@ -603,6 +603,25 @@ case "${1:-}" in
     bench_part fwd-bwd "${FB_S:-300}" --mode fwd_bwd --ops softmax,add_rms_norm \
       --max-minutes "${FB_MIN:-4}"
     ;;
+  s14a)  # session 14, carries .whl: the row GPU tests on HEAD (the folded split backward's
+    # compile-once and determinism cases, the cooperative softmax backward) side by side, then
+    # alone: experiments/smbwd14_sweep.py (softmax backward plans past the resident range)
+    install_wheels
+    d="$OUT/gputests14a"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
+    lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-200}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+    echo "[$(stamp)] gpu tests (session 14a lanes)"
+    lane determinism $P tests/gpu/test_determinism_gpu.py
+    lane rows $P tests/gpu/test_rows_gpu.py -k "rms or backward or grad or coop or wider"
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests14a
+    mkdir -p "$OUT/smbwd14"
+    timeout -k 10 "${SWEEP_S:-330}" python3 experiments/smbwd14_sweep.py --budget-s "${SWEEP_B:-280}" \
+      --out "$OUT/smbwd14/smbwd14.jsonl" >"$OUT/smbwd14/sweep.log" 2>&1
+    echo "sweep exit $?" >>"$OUT/smbwd14/sweep.log"; tail -n 4 "$OUT/smbwd14/sweep.log"
+    pack smbwd14
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -391,3 +391,54 @@ def test_persistent_coop_grid_stays_resident():
         softmax_k.launch = real
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     assert grids and grids[0] <= max(fits) * sm, (grids, fits)
+
+
+BWD_COOP_PLANS = [
+    None,  # the rule
+    RowPlan.coop(2048, 4),
+    RowPlan.coop(4096, 4),
+    RowPlan.coop(8192, 8),
+    RowPlan.coop(16384, 8, sub=4096, evict=True),
+]
+
+
+@pytest.mark.parametrize("plan", BWD_COOP_PLANS, ids=lambda p: "rule" if p is None else
+                         f"{p.block}-{p.num_warps}-{p.sub}")  # fmt: skip
+@pytest.mark.parametrize("shape", [(3, 50257), (64, 131072), (1024, 128256), (200, 262144)],
+                         ids=lambda s: f"{s[0]}x{s[1]}")  # fmt: skip
+def test_softmax_backward_coop_full_size(shape, plan):
+    """The cooperative softmax backward with its row-mates running together (the CPU tests
+    exercise its fallback), every chunk size, against FP64; a masked prefix, an all-zero y row
+    and a strided dy; two calls give the same bits (partials added in chunk order)."""
+    from warpgauge.reference import softmax_bwd_ref
+
+    rows, width = shape
+    x = _rand(shape, torch.float32, 3, 3.0)
+    x[0, : width // 2] = float("-inf")
+    y = torch.softmax(x, -1).to(torch.bfloat16)
+    y[-1] = 0.0
+    dy = _rand((rows, 2 * width), torch.bfloat16, 4)[:, ::2]
+    dx = softmax_k.softmax_backward(y, dy, plan=plan)
+    assert_close(dx, softmax_bwd_ref(y, dy), msg=f"{shape} {plan}")
+    assert torch.equal(dx[-1], torch.zeros_like(dx[-1]))
+    assert torch.equal(softmax_k.softmax_backward(y, dy, plan=plan), dx)
+
+
+def test_softmax_backward_new_row_counts_reuse_compiled_kernels():
+    """The backward's rule over row counts 1-4096 at two wide widths: each kernel it takes
+    compiles once per width (rows are runtime arguments), every result against FP64."""
+    from warpgauge.kernels import softmax_backward as bwd
+    from warpgauge.reference import softmax_bwd_ref
+
+    ks = [bwd._softmax_bwd_coop, bwd._softmax_bwd_split_stats, bwd._softmax_bwd_looped,
+          bwd._softmax_bwd_resident]  # fmt: skip
+    for width in (65537, 131072):
+        before = None
+        for i, rows in enumerate((1, 64, 2048, 3, 100, 4096, 7, 1000)):
+            y = torch.softmax(_rand((rows, width), torch.float32, rows, 3.0), -1).to(torch.bfloat16)
+            dy = _rand((rows, width), torch.bfloat16, rows + 1)
+            assert_close(softmax_k.softmax_backward(y, dy), softmax_bwd_ref(y, dy),
+                         msg=f"{rows}x{width}")  # fmt: skip
+            if i == 2:  # 1, 64, 2048 rows: every plan kind the rule takes at wide widths
+                before = [compiled_variants(k) for k in ks]
+        assert [compiled_variants(k) for k in ks] == before, width

@@ -2,7 +2,18 @@
 
 y and dy are contiguous rows (y is the forward's output). I/O: read y and dy, write dx:
 3 * rows * width * esize bytes (looped plans read y and dy twice, the second time from L2 on a
-persistent grid; split plans write one FP32 partial dot product per chunk).
+persistent grid; split plans write one FP32 partial dot product per chunk; cooperative plans
+read DRAM once and exchange one partial dot product per chunk through L2).
+
+Cooperative plans (``RowPlan.coop(block, warps[, sub])``, ``_softmax_bwd_coop``): a row's ``G``
+chunks on ``G`` adjacent programs, as the forward's ``softmax_coop``. Each program computes its
+chunk's sum(y * dy), publishes it with a marker word (a slot is never 0), waits for the row's
+other chunks, adds the ``G`` partials in chunk order and writes its chunk's dx. Without ``sub``
+the chunk's y and dy stay in registers across the exchange; with ``sub`` the chunk is walked in
+``sub``-wide slices twice, the second time from L1 / L2 (only the chunks of the programs in
+flight are live). The looped plan instead gives each program a whole row, so with hundreds of
+rows in flight (a 128256-wide row of y and dy is 500 KB) the second pass no longer fits L2 and
+goes back to DRAM (smbwd14 sweep, ``docs/training.md``).
 """
 
 from __future__ import annotations
@@ -13,7 +24,17 @@ import triton.language as tl
 
 from .._device import device_info
 from ._launch import empty, launch
-from ._rows import align_for, body_span, edge_index, plan_for
+from ._rows import (
+    align_for,
+    body_span,
+    coop_slots,
+    coop_spin,
+    edge_index,
+    pack2,
+    plan_for,
+    unpack2,
+    wait_slots,
+)
 from .plans import RowPlan
 
 # dx = y * (dy - sum(y * dy)); y and dy are contiguous rows (y is the forward's output).
@@ -138,6 +159,106 @@ def _softmax_bwd_split_write(
         tl.store(dx_ptr + base + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=idx < N)
 
 
+@triton.jit
+def _bwd_chunk_dot(y_ptr, dy_ptr, start, base, blen, ecol, em, j, BLOCK: tl.constexpr,
+                   SUB: tl.constexpr, EV: tl.constexpr):  # fmt: skip
+    """sum(y * dy) over chunk ``j`` of a row in ``SUB``-wide slices (chunk 0 also takes the
+    row's edge). The owner of a chunk and a row-mate computing it for a late owner call this with
+    the same arguments, so both get the same bits."""
+    emj = em & (ecol < tl.where(j == 0, 1 << 30, 0))
+    ye = tl.load(y_ptr + base + ecol, mask=emj, other=0.0).to(tl.float32)
+    dye = tl.load(dy_ptr + base + ecol, mask=emj, other=0.0).to(tl.float32)
+    acc = tl.zeros([SUB], tl.float32)
+    offs = tl.arange(0, SUB)
+    for q in range(0, tl.minimum(blen - j * BLOCK, BLOCK), SUB):
+        idx = j * BLOCK + q + offs
+        m = idx < blen
+        y = tl.load(y_ptr + start + idx, mask=m, other=0.0, eviction_policy=EV)
+        dy = tl.load(dy_ptr + start + idx, mask=m, other=0.0, eviction_policy=EV)
+        acc += y.to(tl.float32) * dy.to(tl.float32)
+    return tl.sum(acc, 0) + tl.sum(ye * dye, 0)
+
+
+@triton.jit(do_not_specialize=["n_rows", "spin"])
+def _softmax_bwd_coop(
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    slot_ptr,
+    n_rows,
+    spin,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SUB: tl.constexpr,
+    G: tl.constexpr,
+    GP: tl.constexpr,
+    ALIGN: tl.constexpr,
+    HOLD: tl.constexpr,
+    EV_KEEP: tl.constexpr,
+    EV_DROP: tl.constexpr,
+):
+    # Program pid takes chunk pid % G of row pid // G (a row's programs are adjacent in the grid,
+    # so they run together). HOLD: the chunk's y and dy stay in registers (SUB == BLOCK); else
+    # they are read again slice by slice after the exchange. A program whose row-mates are not
+    # scheduled within ``spin`` polls computes their partials itself (``_bwd_chunk_dot``).
+    # I/O: read y and dy once from DRAM (not HOLD: plus an L1 / L2 re-read), write dx once,
+    # 8 bytes per program through L2.
+    pid = tl.program_id(0)
+    c = pid % G
+    row = (pid // G).to(tl.int64)
+    base = row * N
+    if ALIGN:  # y, dy and dx rows share their head (all have row stride N)
+        head, start, blen = body_span(base, N)
+        ecol, em = edge_index(head, blen, N)
+    else:
+        start = base
+        blen = N
+        ecol = tl.arange(0, 16)
+        em = ecol < 0
+    if HOLD:
+        emc = em & (ecol < tl.where(c == 0, 1 << 30, 0))
+        ye = tl.load(y_ptr + base + ecol, mask=emc, other=0.0).to(tl.float32)
+        dye = tl.load(dy_ptr + base + ecol, mask=emc, other=0.0).to(tl.float32)
+        idx = c * BLOCK + tl.arange(0, BLOCK)
+        bm = idx < blen
+        y = tl.load(y_ptr + start + idx, mask=bm, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + start + idx, mask=bm, other=0.0).to(tl.float32)
+        part = tl.sum(y * dy, 0) + tl.sum(ye * dye, 0)
+    else:
+        part = _bwd_chunk_dot(y_ptr, dy_ptr, start, base, blen, ecol, em, c, BLOCK, SUB, EV_KEEP)
+    slots = slot_ptr + row * G
+    one = tl.full([], 1.0, tl.float32)
+    # relaxed: the slot's value is all a reader takes from it
+    tl.atomic_xchg(slots + c, pack2(one, part), sem="relaxed")
+    v, missing = wait_slots(slots, spin, G, GP)
+    k = tl.arange(0, GP)
+    if missing > 0:  # row-mates not scheduled in time: compute their partials here
+        for j in range(0, G):
+            if tl.sum(tl.where(k == j, v, 0), 0) == 0:  # still missing (others keep their bits)
+                pj = _bwd_chunk_dot(y_ptr, dy_ptr, start, base, blen, ecol, em, j, BLOCK, SUB, "")
+                v = tl.where(k == j, pack2(one, pj), v)
+    _one, pv = unpack2(v)
+    dot = tl.sum(tl.where(k < G, pv, 0.0), 0)
+    if HOLD:
+        tl.store(dx_ptr + start + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=bm)
+        tl.store(dx_ptr + base + ecol, (ye * (dye - dot)).to(dx_ptr.dtype.element_ty), mask=emc)
+    else:
+        offs = tl.arange(0, SUB)
+        for q in range(0, tl.minimum(blen - c * BLOCK, BLOCK), SUB):
+            idx2 = c * BLOCK + q + offs
+            m = idx2 < blen
+            y2 = tl.load(y_ptr + start + idx2, mask=m, other=0.0, eviction_policy=EV_DROP)
+            dy2 = tl.load(dy_ptr + start + idx2, mask=m, other=0.0, eviction_policy=EV_DROP)
+            dx = y2.to(tl.float32) * (dy2.to(tl.float32) - dot)
+            tl.store(dx_ptr + start + idx2, dx.to(dx_ptr.dtype.element_ty), mask=m,
+                     eviction_policy=EV_DROP)  # fmt: skip
+        emc2 = em & (ecol < tl.where(c == 0, 1 << 30, 0))
+        ye2 = tl.load(y_ptr + base + ecol, mask=emc2, other=0.0).to(tl.float32)
+        dye2 = tl.load(dy_ptr + base + ecol, mask=emc2, other=0.0).to(tl.float32)
+        tl.store(dx_ptr + base + ecol, (ye2 * (dye2 - dot)).to(dx_ptr.dtype.element_ty),
+                 mask=emc2)  # fmt: skip
+
+
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = None):
     """Gradient of softmax given its output ``y`` and the incoming gradient ``dy``."""
     y = y.contiguous()
@@ -149,11 +270,21 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = N
         return dx
     p = plan_for(rows, n, y.device, plan, "softmax_bwd")
     if p.kind == "coop":
-        raise ValueError(
-            "plan: cooperative (coop) plans are forward-only; pass a resident, looped or split "
-            "plan, or plan=None for the rule"
-        )
-    if p.kind == "resident":
+        if p.programs_per_sm:
+            raise ValueError(
+                f"plan: the persistent cooperative plan (programs_per_sm={p.programs_per_sm}) is "
+                f"forward-only; pass RowPlan.coop({p.block}, {p.num_warps}) (or with sub=...) "
+                "or plan=None for the rule"
+            )
+        align = p.align and align_for(n, n)
+        g = p.coop_chunks(n, align)
+        keep, drop = ("evict_last", "evict_first") if p.evict else ("", "")
+        launch(_softmax_bwd_coop, (rows * g,), y, dy, dx, coop_slots(rows, g, y.device), rows,
+            coop_spin(), N=n, BLOCK=p.block, SUB=p.sub or p.block, G=g,
+            GP=triton.next_power_of_2(g), ALIGN=align, HOLD=not p.sub, EV_KEEP=keep,
+            EV_DROP=drop, num_warps=p.num_warps,
+        )  # fmt: skip
+    elif p.kind == "resident":
         align = p.align and align_for(n, n)
         launch(_softmax_bwd_resident, (p.programs(rows, 1),), y, dy, dx, rows,
             N=n, BLOCK=p.resident_block(n, align), ROWS=p.rows, ALIGN=align,
