@@ -35,7 +35,32 @@ WIDTHS = (32769, 50257, 65537, 100003, 128256, 131072, 151936, 262144)
 EXTRA = ((8, 20000), (64, 20000), (8, 32000), (64, 32000), (1024, 32000))  # resident range
 
 
-def variants(rows: int, width: int, sm: int) -> dict[str, RowPlan]:
+ROUND2_CELLS = [(r, w) for w in (32769, 65537, 128256, 131072, 151936, 262144)
+                for r in (64, 256, 1024, 4096)] + [(1, 131072), (8, 131072), (16, 65537),
+                                                   (32, 128256)]  # fmt: skip
+
+
+def variants_r2() -> dict[str, RowPlan]:
+    """Round 2: the looped cooperative family that won round 1 (chunk, slice, warps, hints)."""
+    c = RowPlan.coop
+    return {
+        "rule": None,
+        "c4096w4": c(4096, 4),
+        "c16384w8s4096e": c(16384, 8, sub=4096, evict=True),
+        "c16384w8s4096": c(16384, 8, sub=4096),
+        "c16384w8s2048e": c(16384, 8, sub=2048, evict=True),
+        "c16384w8s8192e": c(16384, 8, sub=8192, evict=True),
+        "c16384w4s4096e": c(16384, 4, sub=4096, evict=True),
+        "c16384w16s4096e": c(16384, 16, sub=4096, evict=True),
+        "c8192w4s2048e": c(8192, 4, sub=2048, evict=True),
+        "c8192w8s4096e": c(8192, 8, sub=4096, evict=True),
+        "c32768w8s4096e": c(32768, 8, sub=4096, evict=True),
+    }
+
+
+def variants(rows: int, width: int, sm: int, rnd: str = "r1") -> dict[str, RowPlan]:
+    if rnd == "r2":
+        return variants_r2()
     out = {
         "rule": None,
         "looped1": RowPlan.looped(8192, 16, programs_per_sm=1, evict=True),
@@ -61,6 +86,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--budget-s", type=float, default=240.0)
+    ap.add_argument(
+        "--set", default="r1", choices=("r1", "r2"), help="r2: ROUND2_CELLS x variants_r2"
+    )
     args = ap.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
@@ -72,6 +100,8 @@ def main() -> None:
     g = torch.Generator(device="cuda").manual_seed(14)
     first = [(1024, 128256), (64, 131072), (4096, 131072), (1024, 151936)]  # suite shapes first
     cells = first + [(r, w) for w in WIDTHS for r in ROWS if (r, w) not in first] + list(EXTRA)
+    if args.set == "r2":
+        cells = first + [c for c in ROUND2_CELLS if c not in first]
     with args.out.open("w") as f:
         for rows, n in cells:
             if time.time() - t_start > args.budget_s:
@@ -83,7 +113,7 @@ def main() -> None:
             del x
             ref = reference(y, dy)
             graphs, plans = {}, {}
-            for name, plan in variants(rows, n, sm).items():
+            for name, plan in variants(rows, n, sm, args.set).items():
                 fn = lambda plan=plan, y=y, dy=dy: softmax_backward(y, dy, plan=plan)  # noqa: E731
                 try:
                     assert_close(fn(), ref, msg=f"{name} {rows}x{n}")

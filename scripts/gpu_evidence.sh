@@ -622,6 +622,13 @@ case "${1:-}" in
     echo "sweep exit $?" >>"$OUT/smbwd14/sweep.log"; tail -n 4 "$OUT/smbwd14/sweep.log"
     pack smbwd14
     ;;
+  s14b)  # session 14: experiments/smbwd14_sweep.py --set r2 (the looped cooperative backward family)
+    mkdir -p "$OUT/smbwd14r2"
+    timeout -k 10 "${SWEEP_S:-200}" python3 experiments/smbwd14_sweep.py --set r2 --budget-s "${SWEEP_B:-170}" \
+      --out "$OUT/smbwd14r2/smbwd14r2.jsonl" >"$OUT/smbwd14r2/sweep.log" 2>&1
+    echo "sweep exit $?" >>"$OUT/smbwd14r2/sweep.log"; tail -n 4 "$OUT/smbwd14r2/sweep.log"
+    pack smbwd14r2
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
