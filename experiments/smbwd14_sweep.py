@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from warpgauge.kernels.plans import RowPlan
+from warpgauge.kernels.softmax import softmax
 from warpgauge.kernels.softmax_backward import softmax_backward
 from warpgauge.reference import assert_close
 
@@ -58,9 +59,37 @@ def variants_r2() -> dict[str, RowPlan]:
     }
 
 
+FWD_CELLS = [(4096, 131072), (1024, 128256), (1024, 151936), (512, 262144), (4096, 65537),
+             (1024, 65537), (2048, 100003), (1335, 50257), (256, 131072), (523, 128256),
+             (64, 131072), (64, 128256), (16, 262144), (8192, 32000)]  # fmt: skip
+CONFIRM_CELLS = [(1, 1048576), (2, 1048576), (200, 1048576), (16, 262144), (2, 262144)]
+
+
+def variants_fwd() -> dict[str, RowPlan]:
+    """--set fwd: the forward softmax's looped cooperative plan against the backward's B14
+    winner (8192-wide chunks in 2048 slices, 4 warps) and neighbours, all with ex2 exps."""
+    c = RowPlan.coop
+    return {
+        "rule": None,
+        "c4096w4f": c(4096, 4, fast_exp=True),
+        "c16384w8s4096ef": c(16384, 8, sub=4096, evict=True, fast_exp=True),
+        "c8192w4s2048ef": c(8192, 4, sub=2048, evict=True, fast_exp=True),
+        "c8192w8s2048ef": c(8192, 8, sub=2048, evict=True, fast_exp=True),
+        "c8192w4s4096ef": c(8192, 4, sub=4096, evict=True, fast_exp=True),
+        "c16384w4s4096ef": c(16384, 4, sub=4096, evict=True, fast_exp=True),
+        "c4096w4s1024ef": c(4096, 4, sub=1024, evict=True, fast_exp=True),
+    }
+
+
 def variants(rows: int, width: int, sm: int, rnd: str = "r1") -> dict[str, RowPlan]:
     if rnd == "r2":
         return variants_r2()
+    if rnd == "fwd":
+        return variants_fwd()
+    if rnd == "confirm":
+        return {"rule": None, "split": RowPlan.split_for(rows, width, sm),
+                "c4096w4": RowPlan.coop(4096, 4),
+                "c8192w4s2048e": RowPlan.coop(8192, 4, sub=2048, evict=True)}  # fmt: skip
     out = {
         "rule": None,
         "looped1": RowPlan.looped(8192, 16, programs_per_sm=1, evict=True),
@@ -102,6 +131,11 @@ def main() -> None:
     cells = first + [(r, w) for w in WIDTHS for r in ROWS if (r, w) not in first] + list(EXTRA)
     if args.set == "r2":
         cells = first + [c for c in ROUND2_CELLS if c not in first]
+    fwd = args.set == "fwd"
+    if fwd:
+        cells = FWD_CELLS
+    if args.set == "confirm":
+        cells = CONFIRM_CELLS
     with args.out.open("w") as f:
         for rows, n in cells:
             if time.time() - t_start > args.budget_s:
@@ -110,13 +144,20 @@ def main() -> None:
             x = torch.randn(rows, n, device="cuda", generator=g) * 3
             y = torch.softmax(x, -1).to(BF)
             dy = torch.randn(rows, n, device="cuda", generator=g).to(BF)
+            if fwd:  # the forward reads x (BF16) and writes y
+                y = x.to(BF)
+                ref = torch.softmax(y.double(), -1).to(BF)
             del x
-            ref = reference(y, dy)
+            if not fwd:
+                ref = reference(y, dy)
             graphs, plans = {}, {}
             for name, plan in variants(rows, n, sm, args.set).items():
-                fn = lambda plan=plan, y=y, dy=dy: softmax_backward(y, dy, plan=plan)  # noqa: E731
+                if fwd:
+                    fn = lambda plan=plan, y=y: softmax(y, plan=plan)  # noqa: E731
+                else:
+                    fn = lambda plan=plan, y=y, dy=dy: softmax_backward(y, dy, plan=plan)  # noqa: E731
                 try:
-                    assert_close(fn(), ref, msg=f"{name} {rows}x{n}")
+                    assert_close(fn(), ref, msg=f"{name} {rows}x{n}", relative=fwd)
                 except Exception as e:  # record, keep going
                     print(f"{rows}x{n} {name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
                     continue
@@ -147,13 +188,13 @@ def main() -> None:
                 out.fill_(float("nan"))
                 gr.replay()
                 torch.cuda.synchronize()
-                assert_close(out, ref, msg=f"{name} {rows}x{n} after timing")
+                assert_close(out, ref, msg=f"{name} {rows}x{n} after timing", relative=fwd)
             from warpgauge.kernels._rows import plan_for
 
-            rule = plan_for(rows, n, y.device, None, "softmax_bwd")
+            rule = plan_for(rows, n, y.device, None, "softmax" if fwd else "softmax_bwd")
             row = {"rows": rows, "width": n, "rule": str(rule),
                    "us": {k: statistics.median(v) for k, v in times.items()},
-                   "gbytes": 3 * rows * n * 2 / 1e9}  # fmt: skip
+                   "gbytes": (2 if fwd else 3) * rows * n * 2 / 1e9, "op": "fwd" if fwd else "bwd"}  # fmt: skip
             f.write(json.dumps(row) + "\n")
             f.flush()
             best = min(row["us"], key=row["us"].get)

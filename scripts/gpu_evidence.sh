@@ -629,6 +629,27 @@ case "${1:-}" in
     echo "sweep exit $?" >>"$OUT/smbwd14r2/sweep.log"; tail -n 4 "$OUT/smbwd14r2/sweep.log"
     pack smbwd14r2
     ;;
+  s14c)  # session 14: the row GPU tests on the cooperative softmax backward rule, then alone:
+    # experiments/smbwd14_sweep.py --set confirm (wide few-row backward cells) and --set fwd
+    # (the forward softmax's looped cooperative plan against the backward's chunking)
+    install_wheels
+    d="$OUT/gputests14c"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
+    lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-200}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+    echo "[$(stamp)] gpu tests (session 14c lanes)"
+    lane rows $P tests/gpu/test_rows_gpu.py -k "backward or coop or wider or full_size"
+    lane indexing $P tests/gpu/test_indexing_gpu.py tests/gpu/test_training_gpu.py -k "past_2_31 or row_ops"
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests14c
+    mkdir -p "$OUT/smbwd14c"
+    for set in confirm fwd; do
+      timeout -k 10 "${SWEEP_S:-150}" python3 experiments/smbwd14_sweep.py --set $set --budget-s "${SWEEP_B:-120}" \
+        --out "$OUT/smbwd14c/smbwd14$set.jsonl" >"$OUT/smbwd14c/sweep-$set.log" 2>&1
+      echo "sweep exit $?" >>"$OUT/smbwd14c/sweep-$set.log"; tail -n 3 "$OUT/smbwd14c/sweep-$set.log"
+    done
+    pack smbwd14c
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -68,7 +68,18 @@ def test_plan_rule():
     assert RowPlan.for_shape(4096, 16385, 132, "row_sum").num_warps == 8  # many rows: as before
     assert RowPlan.for_shape(4, 16384, 132, "softmax").kind == "resident"  # not past 16384
     assert RowPlan.for_shape(32768, 16384, 132).kind == "resident"
-    assert RowPlan.for_shape(4096, 131072, 132, "softmax_bwd").kind == "looped"
+    # softmax's backward beyond the resident range: cooperative (B14), looped chunks of 8192
+    # where the rows give at least 2 of them per SM, else register chunks of 4096
+    bwd_loop = RowPlan.coop(8192, 4, sub=2048, evict=True)
+    assert RowPlan.for_shape(4096, 131072, 132, "softmax_bwd") == bwd_loop
+    assert RowPlan.for_shape(64, 131072, 132, "softmax_bwd") == bwd_loop  # 1024 programs
+    assert RowPlan.for_shape(16, 65537, 132, "softmax_bwd") == RowPlan.coop(4096, 4)  # 144
+    assert RowPlan.for_shape(1, 1048576, 132, "softmax_bwd") == RowPlan.coop(4096, 4)
+    assert RowPlan.for_shape(64, 20000, 132, "softmax_bwd") == RowPlan.coop(4096, 4)  # few
+    assert RowPlan.for_shape(4096, 20000, 132, "softmax_bwd").kind == "resident"
+    # rows of more chunks than the GPU holds keep the split / looped plans
+    assert RowPlan.for_shape(2, 2**25, 132, "softmax_bwd").kind == "split"
+    assert RowPlan.for_shape(300, 2**25, 132, "softmax_bwd").kind == "looped"
     p = RowPlan.for_shape(4, 131072, 132, "softmax")  # 4 x 32 chunks < 2 per SM: split
     assert p.kind == "split" and p.n_chunks(131072) * p.chunk(131072) >= 131072
     # beyond the resident range: cooperative plans (add_rms_norm always; row_sum with at least
@@ -97,9 +108,8 @@ def test_plan_rule():
     assert RowPlan.for_shape(8192, 8192, 132, "softmax").num_warps == 8
     assert RowPlan.for_shape(2047, 16385, 132, "rms").num_warps == 8
     assert RowPlan.for_shape(2048, 16384, 132, "rms").num_warps == 16
-    for op in ("softmax_bwd", "rms_bwd"):  # the backwards never get a forward-only plan
-        for rows, width in ((2, 1048576), (128, 50257), (4096, 131072)):
-            assert RowPlan.for_shape(rows, width, 132, op).kind != "coop"
+    for rows, width in ((2, 1048576), (128, 50257), (4096, 131072)):  # no coop rms backward
+        assert RowPlan.for_shape(rows, width, 132, "rms_bwd").kind != "coop"
     coop = RowPlan.coop(4096, 4)
     assert coop.coop_chunks(50257, aligned_path=True) == 13  # body <= 50256 elements
     assert coop.coop_chunks(50256, aligned_path=False) == 13

@@ -37,6 +37,10 @@ from .plans_wide import (
     COOP_SOFTMAX_LOOP,
     RMS_LOOPED_L2_SHARE,
     RMS_LOOPED_ROWS_PER_SM,
+    SOFTMAX_BWD_CANDIDATES,
+    SOFTMAX_BWD_COOP,
+    SOFTMAX_BWD_COOP_LOOP,
+    SOFTMAX_BWD_FEW_PER_SM,
     SOFTMAX_FAST_LOOP_CANDIDATES,
     SOFTMAX_LOOP_L2X,
     SOFTMAX_LOOP_WIDE,
@@ -374,9 +378,11 @@ class RowPlan:
           wider than ``COOP_LOOP_MIN_WIDTH`` whose input is past ``SOFTMAX_LOOP_L2X`` x L2 (or
           past L2 and wider than ``SOFTMAX_LOOP_WIDE``), and split instead for few rows of at
           least ``SOFTMAX_SPLIT_MIN_CHUNKS`` chunks short of ``COOP_SOFTMAX_FEW_PER_SM``
-          programs per SM;
+          programs per SM; softmax's backward with ``SOFTMAX_BWD_COOP_LOOP`` (looped chunks),
+          or ``SOFTMAX_BWD_COOP`` (register chunks) where the rows' looped chunks give fewer
+          than ``SOFTMAX_BWD_FEW_PER_SM`` programs per SM;
         - otherwise split when there are fewer rows than ``SPLIT_ROWS_PER_SM * sm_count``;
-        - otherwise looped on a persistent grid (softmax; the backwards).
+        - otherwise looped on a persistent grid (softmax; add_rms_norm's backward).
 
         ``l2_bytes`` (the device's L2 size; 0: unknown) and ``elem_bytes`` (the input's element
         size) refine softmax and add_rms_norm beyond the resident range by whether the rows
@@ -416,6 +422,11 @@ class RowPlan:
         def coop_fits(block: int) -> bool:
             return triton.cdiv(width, block) <= COOP_MAX_CHUNKS_PER_SM * sm_count
 
+        if op == "softmax_bwd" and coop_fits(SOFTMAX_BWD_COOP_LOOP["block"]):
+            chunks = triton.cdiv(width, SOFTMAX_BWD_COOP_LOOP["block"])
+            if rows * chunks < SOFTMAX_BWD_FEW_PER_SM * sm_count and coop_fits(SOFTMAX_BWD_COOP[0]):
+                return cls.coop(*SOFTMAX_BWD_COOP)
+            return cls.coop(**SOFTMAX_BWD_COOP_LOOP)
         in_bytes = rows * width * elem_bytes
         if (
             op == "rms"
@@ -509,6 +520,10 @@ class RowPlan:
             if op == "softmax" and width > 2 * COOP_SOFTMAX_LOOP["block"]:
                 for extra in SOFTMAX_FAST_LOOP_CANDIDATES:
                     out.append(cls.coop(**{**COOP_SOFTMAX_LOOP, **extra}))
+        if width > 2048 and op == "softmax_bwd":
+            for kw in SOFTMAX_BWD_CANDIDATES:
+                if kw["block"] < width:
+                    out.append(cls.coop(**kw))
         if width > 2048 and rows < 2 * sm_count and op not in ("rms_bwd", "softmax_bwd"):
             out.append(cls.split_for(rows, width, sm_count))
             for block in (2048, 4096, 8192):

@@ -116,5 +116,27 @@ ROW_SUM_TILE_MIN_ROWS_PER_SM = 32
 # Looped cooperative softmax variants the plan grid forces (fields over COOP_SOFTMAX_LOOP; S9:
 # sub=8192 and fma_exp=1 lost in every cell, mean regret 30-34%, so they are not forced).
 SOFTMAX_FAST_LOOP_CANDIDATES = (dict(fast_exp=True),)
+# smbwd14 sweep (results/smbwd14-h200/, experiments/smbwd14_sweep.py, "B14": the softmax
+# backward alone, BF16, cold lane with the write+read flush, one CUDA-graph replay per sample,
+# 15 samples rotated, FP64-gated before and after timing; two rounds). Beyond the resident range
+# the backward took the looped plan (one program per row: with hundreds of 500 KB rows of y and
+# dy in flight its second pass misses L2) or split (few rows: two launches, y and dy read
+# twice). Cooperative plans instead (``softmax_backward._softmax_bwd_coop``): the looped
+# cooperative 8192-wide chunks in 2048 slices, 4 warps, evict hints, best or within 3% in 21 of
+# 28 round-2 cells (geometric-mean regret 2.9%; the old rule 35.7%): 1024x128256 206.9 us vs
+# 310.0, 4096x131072 770.1 vs 1243.0 (4.18 TB/s), 1024x65537 118.4 vs 223.3, 64x131072 18.8
+# vs 22.3. Rows giving fewer than SOFTMAX_BWD_FEW_PER_SM programs per SM in those chunks take
+# the register chunks of 4096 (one read): 16x65537 7.6 us vs 9.1 split, 8x131072 7.9 vs 8.3,
+# 1x131072 6.6 vs 6.4 split (the one loss, 0.2 us).
+SOFTMAX_BWD_COOP_LOOP = dict(block=8192, num_warps=4, sub=2048, evict=True)
+SOFTMAX_BWD_COOP = (4096, 4)
+SOFTMAX_BWD_FEW_PER_SM = 2
+# Cooperative backward plans the plan grid forces, next to the rule's own choice (B14).
+SOFTMAX_BWD_CANDIDATES = (
+    dict(block=4096, num_warps=4),
+    dict(block=8192, num_warps=4, sub=2048, evict=True),
+    dict(block=16384, num_warps=8, sub=4096, evict=True),
+    dict(block=16384, num_warps=4, sub=4096, evict=True),
+)
 # Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
 COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
