@@ -116,7 +116,11 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--budget-s", type=float, default=240.0)
     ap.add_argument(
-        "--set", default="r1", choices=("r1", "r2"), help="r2: ROUND2_CELLS x variants_r2"
+        "--set",
+        default="r1",
+        choices=("r1", "r2", "fwd", "confirm"),
+        help="r2: ROUND2_CELLS x variants_r2; fwd: the forward softmax at FWD_CELLS; "
+        "confirm: the backward at CONFIRM_CELLS",
     )
     args = ap.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)

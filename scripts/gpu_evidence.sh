@@ -642,6 +642,8 @@ case "${1:-}" in
     wait
     for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
     pack gputests14c
+    ;&
+  s14c2)  # the sweeps of s14c alone
     mkdir -p "$OUT/smbwd14c"
     for set in confirm fwd; do
       timeout -k 10 "${SWEEP_S:-150}" python3 experiments/smbwd14_sweep.py --set $set --budget-s "${SWEEP_B:-120}" \
