@@ -652,6 +652,27 @@ case "${1:-}" in
     done
     pack smbwd14c
     ;;
+  s14d)  # session 14, carries .whl and .peers/x1 .. x4 (results/ out of the index): the cu13
+    # parts staged for s14e; the training GPU tests and the rows' backward tests (side by side)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_wheels
+    d="$OUT/gputests14d"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
+    lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-250}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+    echo "[$(stamp)] gpu tests (session 14d lanes)"
+    lane training $P tests/gpu/test_training_gpu.py
+    lane rows $P tests/gpu/test_rows_gpu.py -k "softmax_backward" tests/gpu/test_determinism_gpu.py
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests14d
+    ;;
+  s14e)  # right after s14d, carries .whl, .peers/c, .peers/x5, .peers/x6: QuACK from the staged
+    # parts, then the whole training suite (softmax and add_rms_norm forward + backward)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_peers
+    bench_part fwd-bwd "${FB_S:-330}" --mode fwd_bwd --ops softmax,add_rms_norm \
+      --max-minutes "${FB_MIN:-4.5}"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

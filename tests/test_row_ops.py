@@ -74,7 +74,9 @@ def test_plan_rule():
     assert RowPlan.for_shape(4096, 131072, 132, "softmax_bwd") == bwd_loop
     assert RowPlan.for_shape(64, 131072, 132, "softmax_bwd") == bwd_loop  # 1024 programs
     assert RowPlan.for_shape(16, 65537, 132, "softmax_bwd") == RowPlan.coop(4096, 4)  # 144
-    assert RowPlan.for_shape(1, 1048576, 132, "softmax_bwd") == RowPlan.coop(4096, 4)
+    assert RowPlan.for_shape(1, 1048576, 132, "softmax_bwd").kind == "split"  # 256 chunks
+    assert RowPlan.for_shape(1, 131072, 132, "softmax_bwd").kind == "split"  # 32 chunks
+    assert RowPlan.for_shape(1, 126976, 132, "softmax_bwd") == RowPlan.coop(4096, 4)  # 31
     assert RowPlan.for_shape(64, 20000, 132, "softmax_bwd") == RowPlan.coop(4096, 4)  # few
     assert RowPlan.for_shape(4096, 20000, 132, "softmax_bwd").kind == "resident"
     # rows of more chunks than the GPU holds keep the split / looped plans

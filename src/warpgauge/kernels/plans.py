@@ -379,8 +379,9 @@ class RowPlan:
           past L2 and wider than ``SOFTMAX_LOOP_WIDE``), and split instead for few rows of at
           least ``SOFTMAX_SPLIT_MIN_CHUNKS`` chunks short of ``COOP_SOFTMAX_FEW_PER_SM``
           programs per SM; softmax's backward with ``SOFTMAX_BWD_COOP_LOOP`` (looped chunks),
-          or ``SOFTMAX_BWD_COOP`` (register chunks) where the rows' looped chunks give fewer
-          than ``SOFTMAX_BWD_FEW_PER_SM`` programs per SM;
+          or, where the rows' looped chunks give fewer than ``SOFTMAX_BWD_FEW_PER_SM`` programs
+          per SM, ``SOFTMAX_BWD_COOP`` (register chunks; split for rows of at least
+          ``SOFTMAX_SPLIT_MIN_CHUNKS`` of them);
         - otherwise split when there are fewer rows than ``SPLIT_ROWS_PER_SM * sm_count``;
         - otherwise looped on a persistent grid (softmax; add_rms_norm's backward).
 
@@ -424,8 +425,11 @@ class RowPlan:
 
         if op == "softmax_bwd" and coop_fits(SOFTMAX_BWD_COOP_LOOP["block"]):
             chunks = triton.cdiv(width, SOFTMAX_BWD_COOP_LOOP["block"])
-            if rows * chunks < SOFTMAX_BWD_FEW_PER_SM * sm_count and coop_fits(SOFTMAX_BWD_COOP[0]):
-                return cls.coop(*SOFTMAX_BWD_COOP)
+            if rows * chunks < SOFTMAX_BWD_FEW_PER_SM * sm_count:
+                if triton.cdiv(width, SOFTMAX_BWD_COOP[0]) >= SOFTMAX_SPLIT_MIN_CHUNKS:
+                    return cls.split_for(rows, width, sm_count)
+                if coop_fits(SOFTMAX_BWD_COOP[0]):
+                    return cls.coop(*SOFTMAX_BWD_COOP)
             return cls.coop(**SOFTMAX_BWD_COOP_LOOP)
         in_bytes = rows * width * elem_bytes
         if (

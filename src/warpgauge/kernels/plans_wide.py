@@ -126,8 +126,10 @@ SOFTMAX_FAST_LOOP_CANDIDATES = (dict(fast_exp=True),)
 # 28 round-2 cells (geometric-mean regret 2.9%; the old rule 35.7%): 1024x128256 206.9 us vs
 # 310.0, 4096x131072 770.1 vs 1243.0 (4.18 TB/s), 1024x65537 118.4 vs 223.3, 64x131072 18.8
 # vs 22.3. Rows giving fewer than SOFTMAX_BWD_FEW_PER_SM programs per SM in those chunks take
-# the register chunks of 4096 (one read): 16x65537 7.6 us vs 9.1 split, 8x131072 7.9 vs 8.3,
-# 1x131072 6.6 vs 6.4 split (the one loss, 0.2 us).
+# the register chunks of 4096 (one read): 16x65537 7.6 us vs 9.1 split, 64x20000 7.6 vs 8.4;
+# rows of at least SOFTMAX_SPLIT_MIN_CHUNKS such chunks split there, as the forward does (B14
+# confirm set: 1x1048576 7.6 us vs 8.9 coop 4096, 2x1048576 9.3 vs 10.2; 1x131072 6.4 vs 6.6;
+# 8x131072 8.2 vs 7.9 and 8x151936 8.3 vs 7.9 are the losses, 0.3-0.4 us).
 SOFTMAX_BWD_COOP_LOOP = dict(block=8192, num_warps=4, sub=2048, evict=True)
 SOFTMAX_BWD_COOP = (4096, 4)
 SOFTMAX_BWD_FEW_PER_SM = 2
