@@ -81,7 +81,27 @@ def variants_fwd() -> dict[str, RowPlan]:
     }
 
 
+RES_CELLS = [(r, w) for w in (2048, 2880, 4096, 5120, 7168, 8192, 14336, 16384, 32000)
+             for r in (512, 2048, 8192)]  # fmt: skip
+
+
+def variants_res(width: int) -> dict[str, RowPlan]:
+    """--set res: the resident backward's warps (the rule: plans._warps of the body) and the
+    cooperative plans, at hidden and vocabulary widths within the resident range."""
+    out: dict[str, RowPlan | None] = {"rule": None}
+    body = RowPlan.resident(width).block
+    for w in (4, 8, 16, 32):
+        if 32 * w <= body and body // (32 * w) <= 64:
+            out[f"r{w}"] = RowPlan.resident(width, num_warps=w)
+    if width > 4096:
+        out["c4096w4"] = RowPlan.coop(4096, 4)
+        out["c8192w4s2048e"] = RowPlan.coop(8192, 4, sub=2048, evict=True)
+    return out
+
+
 def variants(rows: int, width: int, sm: int, rnd: str = "r1") -> dict[str, RowPlan]:
+    if rnd == "res":
+        return variants_res(width)
     if rnd == "r2":
         return variants_r2()
     if rnd == "fwd":
@@ -118,9 +138,9 @@ def main() -> None:
     ap.add_argument(
         "--set",
         default="r1",
-        choices=("r1", "r2", "fwd", "confirm"),
+        choices=("r1", "r2", "fwd", "confirm", "res"),
         help="r2: ROUND2_CELLS x variants_r2; fwd: the forward softmax at FWD_CELLS; "
-        "confirm: the backward at CONFIRM_CELLS",
+        "confirm: the backward at CONFIRM_CELLS; res: RES_CELLS x variants_res",
     )
     args = ap.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -140,6 +160,8 @@ def main() -> None:
         cells = FWD_CELLS
     if args.set == "confirm":
         cells = CONFIRM_CELLS
+    if args.set == "res":
+        cells = RES_CELLS
     with args.out.open("w") as f:
         for rows, n in cells:
             if time.time() - t_start > args.budget_s:

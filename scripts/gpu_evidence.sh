@@ -673,6 +673,13 @@ case "${1:-}" in
     bench_part fwd-bwd "${FB_S:-330}" --mode fwd_bwd --ops softmax,add_rms_norm \
       --max-minutes "${FB_MIN:-4.5}"
     ;;
+  s14f)  # session 14: experiments/smbwd14_sweep.py --set res (the resident softmax backward's warps)
+    mkdir -p "$OUT/smbwd14res"
+    timeout -k 10 "${SWEEP_S:-200}" python3 experiments/smbwd14_sweep.py --set res --budget-s "${SWEEP_B:-170}" \
+      --out "$OUT/smbwd14res/smbwd14res.jsonl" >"$OUT/smbwd14res/sweep-res.log" 2>&1
+    echo "sweep exit $?" >>"$OUT/smbwd14res/sweep-res.log"; tail -n 4 "$OUT/smbwd14res/sweep-res.log"
+    pack smbwd14res
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
