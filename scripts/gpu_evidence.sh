@@ -680,6 +680,9 @@ case "${1:-}" in
     echo "sweep exit $?" >>"$OUT/smbwd14res/sweep-res.log"; tail -n 4 "$OUT/smbwd14res/sweep-res.log"
     pack smbwd14res
     ;;
+  s14g)  # session 14, carries .peers/x1 .. x4 (results/ out of the index): the cu13 parts staged
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done; ls "$stage"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

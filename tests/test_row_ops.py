@@ -79,6 +79,10 @@ def test_plan_rule():
     assert RowPlan.for_shape(1, 126976, 132, "softmax_bwd") == RowPlan.coop(4096, 4)  # 31
     assert RowPlan.for_shape(64, 20000, 132, "softmax_bwd") == RowPlan.coop(4096, 4)  # few
     assert RowPlan.for_shape(4096, 20000, 132, "softmax_bwd").kind == "resident"
+    # resident backward rows that leave part of the block masked: the forward's warps (B14 res)
+    for width, warps in ((2880, 4), (5120, 8), (7168, 8), (14336, 8), (4096, 8), (8192, 16),
+                         (16384, 16), (4097, 8), (32000, 16), (1000, 4)):  # fmt: skip
+        assert RowPlan.for_shape(2048, width, 132, "softmax_bwd").num_warps == warps, width
     # rows of more chunks than the GPU holds keep the split / looped plans
     assert RowPlan.for_shape(2, 2**25, 132, "softmax_bwd").kind == "split"
     assert RowPlan.for_shape(300, 2**25, 132, "softmax_bwd").kind == "looped"

@@ -103,6 +103,13 @@ RMS_BWD_GROUPS_PER_SM = 1
 # even so (R2 1024x32000 377 us): the backward loops there.
 RMS_BWD_PREFETCH_MAX = 8192
 RMS_BWD_RESIDENT_MAX = 16384
+# Softmax backward, resident, rows that leave part of their block masked (a body of 4096-16384
+# wider than the row's 8-aligned width): the forward's warps (``_softmax_warps``: 4, 8, 8)
+# instead of the generic table's (8, 16, 16). smbwd14 res set (results/smbwd14-h200,
+# smbwd14res.jsonl): 2048x14336 41.2 us vs 46.8, 8192x14336 161.2 vs 176.8, 8192x5120 56.5 vs
+# 67.1, 2048x5120 17.1 vs 18.9, 8192x7168 80.3 vs 82.8, 2048x2880 11.6 vs 11.8. Full blocks
+# keep the generic warps (8192x4096 46.6 us vs 47.5 at 4 warps, 8192x16384 188.8 vs 192.5 at 8).
+SOFTMAX_BWD_PARTIAL_BODIES = (4096, 8192, 16384)
 
 
 def _warps(block: int) -> int:
@@ -413,6 +420,8 @@ class RowPlan:
                 return cls.resident(width, num_warps=_softmax_warps(body))
             if op == "rms" and unaligned and body in (8192, 16384):
                 return cls.resident(width, num_warps=UNALIGNED_WARPS["rms"])
+            if op == "softmax_bwd" and body in SOFTMAX_BWD_PARTIAL_BODIES and width < body:
+                return cls.resident(width, num_warps=_softmax_warps(body))
             if op == "rms_bwd":
                 if body > RMS_BWD_PREFETCH_MAX:
                     return RowPlan("resident", body, 16, programs_per_sm=1, prefetch=False)
