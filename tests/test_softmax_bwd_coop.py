@@ -65,6 +65,22 @@ def test_coop_backward_special_rows(plan, device):
     assert_close(dx[:3], ref[:3], msg=str(plan))
 
 
+@pytest.mark.parametrize("plan", [RowPlan.coop(128, 1), RowPlan.coop(256, 2, sub=64)])
+def test_coop_backward_views_with_offsets(plan, device):
+    """y and dy as contiguous views that start one element into their storage (their rows start
+    at other 16-byte phases than dx's), 3-D inputs."""
+    rows, width = 6, 1001
+    y, dy = _inputs(rows, width, torch.bfloat16, seed=5)
+    ys = torch.empty(rows * width + 1, dtype=torch.bfloat16)
+    ys[1:] = y.flatten()
+    dys = torch.empty(rows * width + 3, dtype=torch.bfloat16)
+    dys[3:] = dy.flatten()
+    yv, dyv = ys[1:].view(2, 3, width).to(device), dys[3:].view(2, 3, width).to(device)
+    dx = softmax_k.softmax_backward(yv, dyv, plan=plan)
+    assert dx.shape == (2, 3, width)
+    assert_close(dx.view(rows, width), softmax_bwd_ref(y, dy).to(device), msg=str(plan))
+
+
 def test_coop_backward_empty_and_persistent_refused(device):
     y = torch.empty(0, 300, device=device)
     assert softmax_k.softmax_backward(y, y, plan=RowPlan.coop(64, 1)).shape == (0, 300)
