@@ -683,6 +683,19 @@ case "${1:-}" in
   s14g)  # session 14, carries .peers/x1 .. x4 (results/ out of the index): the cu13 parts staged
     mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done; ls "$stage"
     ;;
+  s15a)  # next session: the cooperative add_rms_norm backward's GPU tests, then alone
+    # experiments/rmscoop15_sweep.py (written in session 14, not yet run)
+    install_wheels
+    d="$OUT/gputests15a"; mkdir -p "$d"
+    timeout -k 5 "${LANE_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_rows_gpu.py \
+      -k "rms_backward_coop or softmax_backward" >"$d/rows.log" 2>&1; echo "exit $?" >>"$d/rows.log"
+    tail -n 2 "$d/rows.log"; pack gputests15a
+    mkdir -p "$OUT/rmscoop15"
+    timeout -k 10 "${SWEEP_S:-200}" python3 experiments/rmscoop15_sweep.py --budget-s "${SWEEP_B:-170}" \
+      --out "$OUT/rmscoop15/rmscoop15.jsonl" >"$OUT/rmscoop15/sweep.log" 2>&1
+    echo "sweep exit $?" >>"$OUT/rmscoop15/sweep.log"; tail -n 4 "$OUT/rmscoop15/sweep.log"
+    pack rmscoop15
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
