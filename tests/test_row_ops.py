@@ -365,8 +365,6 @@ def test_coop_strided_rows(rows, width, plan, device):
     assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x))
 
 
-
-
 @pytest.mark.parametrize("sm", [132, 78, 16])
 def test_coop_rule_only_where_a_row_fits_the_gpu(sm):
     """A cooperative row waits for all its programs: the rule keeps rows of more chunks than
