@@ -81,6 +81,29 @@ def variants_fwd() -> dict[str, RowPlan]:
     }
 
 
+def variants_fwd15() -> dict[str, RowPlan]:
+    """--set fwd15 (session 15): the forward's register cooperative plan in 2-warp programs
+    (32 elements a thread in more, smaller programs per SM: the change that moved add_rms_norm's
+    coop from 91.6% to 95.4% of the copy ceiling, ``COOP_RMS_SMALL``), against the rule and the
+    looped plan that led the fwd set (16384/4, sub 4096)."""
+    c = RowPlan.coop
+    return {
+        "rule": None,
+        "c4096w4f": c(4096, 4, fast_exp=True),
+        "c2048w2f": c(2048, 2, fast_exp=True),
+        "c2048w4f": c(2048, 4, fast_exp=True),
+        "c1024w1f": c(1024, 1, fast_exp=True),
+        "c4096w2f": c(4096, 2, fast_exp=True),
+        "c16384w4s4096ef": c(16384, 4, sub=4096, evict=True, fast_exp=True),
+        "c8192w2s2048ef": c(8192, 2, sub=2048, evict=True, fast_exp=True),
+    }
+
+
+FWD15_CELLS = FWD_CELLS[:4] + [(64, 131072), (1335, 50257), (4096, 65537), (2048, 100003),
+                               (256, 131072), (16, 262144), (64, 128256), (523, 128256),
+                               (4096, 151936), (128, 50257)]  # fmt: skip
+
+
 RES_CELLS = [(r, w) for w in (2048, 2880, 4096, 5120, 7168, 8192, 14336, 16384, 32000)
              for r in (512, 2048, 8192)]  # fmt: skip
 
@@ -106,6 +129,8 @@ def variants(rows: int, width: int, sm: int, rnd: str = "r1") -> dict[str, RowPl
         return variants_r2()
     if rnd == "fwd":
         return variants_fwd()
+    if rnd == "fwd15":
+        return variants_fwd15()
     if rnd == "confirm":
         return {"rule": None, "split": RowPlan.split_for(rows, width, sm),
                 "c4096w4": RowPlan.coop(4096, 4),
@@ -138,9 +163,10 @@ def main() -> None:
     ap.add_argument(
         "--set",
         default="r1",
-        choices=("r1", "r2", "fwd", "confirm", "res"),
+        choices=("r1", "r2", "fwd", "fwd15", "confirm", "res"),
         help="r2: ROUND2_CELLS x variants_r2; fwd: the forward softmax at FWD_CELLS; "
-        "confirm: the backward at CONFIRM_CELLS; res: RES_CELLS x variants_res",
+        "fwd15: FWD15_CELLS x variants_fwd15; confirm: the backward at CONFIRM_CELLS; "
+        "res: RES_CELLS x variants_res",
     )
     args = ap.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -155,9 +181,9 @@ def main() -> None:
     cells = first + [(r, w) for w in WIDTHS for r in ROWS if (r, w) not in first] + list(EXTRA)
     if args.set == "r2":
         cells = first + [c for c in ROUND2_CELLS if c not in first]
-    fwd = args.set == "fwd"
+    fwd = args.set in ("fwd", "fwd15")
     if fwd:
-        cells = FWD_CELLS
+        cells = FWD_CELLS if args.set == "fwd" else FWD15_CELLS
     if args.set == "confirm":
         cells = CONFIRM_CELLS
     if args.set == "res":

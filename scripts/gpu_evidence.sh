@@ -688,13 +688,19 @@ case "${1:-}" in
     install_wheels
     d="$OUT/gputests15a"; mkdir -p "$d"
     timeout -k 5 "${LANE_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_rows_gpu.py \
-      -k "rms_backward_coop or softmax_backward" >"$d/rows.log" 2>&1; echo "exit $?" >>"$d/rows.log"
+      -k "${TESTS_K:-rms_backward_coop}" >"$d/rows.log" 2>&1; echo "exit $?" >>"$d/rows.log"
     tail -n 2 "$d/rows.log"; pack gputests15a
     mkdir -p "$OUT/rmscoop15"
-    timeout -k 10 "${SWEEP_S:-200}" python3 experiments/rmscoop15_sweep.py --budget-s "${SWEEP_B:-170}" \
+    timeout -k 10 "${SWEEP_S:-170}" python3 experiments/rmscoop15_sweep.py --budget-s "${SWEEP_B:-140}" \
       --out "$OUT/rmscoop15/rmscoop15.jsonl" >"$OUT/rmscoop15/sweep.log" 2>&1
     echo "sweep exit $?" >>"$OUT/rmscoop15/sweep.log"; tail -n 4 "$OUT/rmscoop15/sweep.log"
     pack rmscoop15
+    # the forward softmax's register cooperative plan in 2-warp programs (--set fwd15)
+    mkdir -p "$OUT/smfwd15"
+    timeout -k 10 "${FWD_S:-170}" python3 experiments/smbwd14_sweep.py --set fwd15 --budget-s "${FWD_B:-140}" \
+      --out "$OUT/smfwd15/smfwd15.jsonl" >"$OUT/smfwd15/sweep.log" 2>&1
+    echo "sweep exit $?" >>"$OUT/smfwd15/sweep.log"; tail -n 4 "$OUT/smfwd15/sweep.log"
+    pack smfwd15
     ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
