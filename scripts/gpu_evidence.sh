@@ -702,6 +702,13 @@ case "${1:-}" in
     echo "sweep exit $?" >>"$OUT/smfwd15/sweep.log"; tail -n 4 "$OUT/smfwd15/sweep.log"
     pack smfwd15
     ;;
+  s15b)  # session 15 round 2: experiments/rows15_sweep.py (2-warp cooperative plans, broadly)
+    mkdir -p "$OUT/rows15"
+    timeout -k 10 "${SWEEP_S:-300}" python3 experiments/rows15_sweep.py --budget-s "${SWEEP_B:-260}" \
+      --out "$OUT/rows15/rows15.jsonl" >"$OUT/rows15/sweep.log" 2>&1
+    echo "sweep exit $?" >>"$OUT/rows15/sweep.log"; tail -n 4 "$OUT/rows15/sweep.log"
+    pack rows15
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
