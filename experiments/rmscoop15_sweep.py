@@ -1,5 +1,7 @@
 """add_rms_norm's cooperative backward (``_rms_bwd_coop``, a forced plan) against the rule's plan
-(GPU; written in session 14, not yet run).
+(GPU; written in session 14, run in session 15: results/rows15-h200/rmscoop15; the cooperative
+backward failed its GPU tests there and lost to the split plan, and was removed after that run, so
+this script now documents that measurement and runs only on commit 35d1811 or earlier).
 
 The training run 20261202-064216-training had add_rms_norm forward + backward at 64x131072 in
 66.8 us against ~61 for torch.compile max-autotune (0.91x). Few wide rows take the split backward

@@ -365,6 +365,14 @@ def test_coop_strided_rows(rows, width, plan, device):
     assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x))
 
 
+def test_coop_plan_is_forward_only_for_rms(device):
+    """add_rms_norm's backward has no cooperative kernel (softmax's has one:
+    tests/test_softmax_bwd_coop.py)."""
+    x = _rand((2, 300), torch.float32, device)
+    with pytest.raises(ValueError, match="forward"):
+        rms_k.add_rms_norm_backward(x, None, x, x[0].contiguous(), 1e-6, plan=RowPlan.coop(64, 1))
+
+
 @pytest.mark.parametrize("sm", [132, 78, 16])
 def test_coop_rule_only_where_a_row_fits_the_gpu(sm):
     """A cooperative row waits for all its programs: the rule keeps rows of more chunks than

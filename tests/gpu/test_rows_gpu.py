@@ -442,24 +442,3 @@ def test_softmax_backward_new_row_counts_reuse_compiled_kernels():
             if i == 2:  # 1, 64, 2048 rows: every plan kind the rule takes at wide widths
                 before = [compiled_variants(k) for k in ks]
         assert [compiled_variants(k) for k in ks] == before, width
-
-
-@pytest.mark.parametrize("plan", [RowPlan.coop(2048, 8), RowPlan.coop(4096, 8)],
-                         ids=lambda p: f"{p.block}-{p.num_warps}")  # fmt: skip
-@pytest.mark.parametrize("shape", [(64, 131072), (16, 262144), (3, 50257), (300, 65544)],
-                         ids=lambda s: f"{s[0]}x{s[1]}")  # fmt: skip
-def test_rms_backward_coop_full_size(shape, plan):
-    """add_rms_norm's cooperative backward (a forced plan) with its row-mates running together:
-    dx and dw against FP64, with dh; dw bit-identical over 20 calls (fixed-order partials)."""
-    from warpgauge.kernels import rmsnorm_backward as bwd
-
-    rows, width = shape
-    h, dy, dh = (_rand(shape, torch.bfloat16, s) for s in (5, 6, 7))
-    w = _rand((width,), torch.bfloat16, 8)
-    dx, dw = bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6, plan=plan)
-    h64, w64 = h.double().requires_grad_(), w.double().requires_grad_()
-    (h64 * torch.rsqrt(h64.square().mean(-1, keepdim=True) + 1e-6) * w64).backward(dy.double())
-    assert_close(dx, (h64.grad + dh.double()).to(dx.dtype), msg=f"dx {shape}")
-    assert_close(dw, w64.grad.to(dw.dtype), msg=f"dw {shape}")
-    for _ in range(20):
-        assert torch.equal(bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6, plan=plan)[1], dw)

@@ -29,7 +29,7 @@ import triton.language as tl
 
 from .._device import device_info
 from ._launch import empty, launch
-from ._rows import coop_slots, coop_spin, pack2, plan_for, unpack2
+from ._rows import plan_for
 from .plans import RMS_BWD_GROUPS_PER_SM, RMS_BWD_PREFETCH_MAX, RowPlan, _warps
 
 
@@ -289,99 +289,6 @@ def _rms_bwd_split_write_dw(
         tl.store(dwp_ptr + g.to(tl.int64) * N + cols, part, mask=cm)
 
 
-@triton.jit
-def _rms_tile_stats(dy_ptr, h_ptr, rr, rm, cols, cm, w, N: tl.constexpr):
-    """Per row of the [ROWS, BLOCK] tile (rows ``rr``, columns ``cols``): sum h^2 and sum h*w*dy
-    over the tile's columns, with the tile's h and dy (FP32). The owner of a tile and a row-mate
-    computing it for a late owner call this alike, so both get the same bits."""
-    m = rm[:, None] & cm
-    idx = (rr * N)[:, None] + cols
-    hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
-    dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
-    return tl.sum(hf * hf, 1), tl.sum(hf * w * dy, 1), hf, dy, idx, m
-
-
-@triton.jit(do_not_specialize=["rows", "rows_per_group", "n_groups", "spin"])
-def _rms_bwd_coop(
-    dy_ptr,
-    dh_ptr,
-    h_ptr,
-    w_ptr,
-    dx_ptr,
-    slot_ptr,
-    dwp_ptr,
-    dw_ptr,
-    rows,
-    rows_per_group,
-    n_groups,
-    eps,
-    spin,
-    N: tl.constexpr,
-    BLOCK: tl.constexpr,
-    ROWS: tl.constexpr,
-    G: tl.constexpr,
-    GP: tl.constexpr,
-    HAS_DH: tl.constexpr,
-    HAS_DW: tl.constexpr,
-):
-    # The cooperative backward (``RowPlan.coop(block, warps)`` forced for add_rms_norm's
-    # backward): program pid owns column block cb = pid % G of the rows of group g = pid // G (a
-    # group's G programs are adjacent in the grid, so they run together), ROWS rows per step. Per
-    # step it computes its tile's (sum h^2, sum h*w*dy) per row, publishes them as one int64 slot
-    # per (row, block) (the high word holds -sum h^2, so a slot is never 0), waits for the row's
-    # other G - 1 blocks (computing any still missing after ``spin`` polls itself), adds the G
-    # partials in block order, writes dx from the tile it kept and sums dy * h * rstd over its
-    # rows into dw's partial row g (dw itself for one group; the finish kernel adds the groups in
-    # the fixed order g = 0, 1, ...). One launch reads h and dy once (the split plan: a stats
-    # pass, then a write pass that reads them again). I/O: read h, dy (+ dh), w, write dx, plus
-    # 8 bytes per (row, block) through L2 and n_groups x N FP32 partials.
-    pid = tl.program_id(0)
-    g = pid // G
-    cb = pid % G
-    cols = (cb * BLOCK + tl.arange(0, BLOCK))[None, :]
-    cm = cols < N
-    w = tl.load(w_ptr + cols, mask=cm, other=0.0).to(tl.float32)
-    kk = tl.arange(0, GP)[None, :]
-    acc = tl.zeros([ROWS, BLOCK], tl.float32)
-    r0 = g.to(tl.int64) * rows_per_group
-    r_end = tl.minimum(r0 + rows_per_group, rows)
-    for i in range(0, tl.cdiv(r_end - r0, ROWS)):
-        rr = r0 + i * ROWS + tl.arange(0, ROWS)
-        rm = rr < r_end
-        ss, dot, hf, dy, idx, m = _rms_tile_stats(dy_ptr, h_ptr, rr, rm, cols, cm, w, N)
-        tl.atomic_xchg(slot_ptr + rr * G + cb, pack2(-ss, dot), mask=rm, sem="relaxed")
-        sp = slot_ptr + rr[:, None] * G + kk
-        sm_ = rm[:, None] & (kk < G)
-        v = tl.load(sp, mask=sm_, other=1, volatile=True)
-        missing = tl.sum(tl.sum((v == 0).to(tl.int32), 1), 0)
-        it = 0
-        while (missing > 0) & (it < spin):
-            v = tl.load(sp, mask=sm_, other=1, volatile=True)
-            missing = tl.sum(tl.sum((v == 0).to(tl.int32), 1), 0)
-            it += 1
-        if missing > 0:  # row-mates not scheduled in time: compute their partials here
-            for j in range(0, G):
-                if tl.sum(tl.sum(tl.where((kk == j) & (v == 0), 1, 0), 1), 0) > 0:
-                    cj = (j * BLOCK + tl.arange(0, BLOCK))[None, :]
-                    wj = tl.load(w_ptr + cj, mask=cj < N, other=0.0).to(tl.float32)
-                    sj, dj, _h, _d, _i, _m = _rms_tile_stats(dy_ptr, h_ptr, rr, rm, cj, cj < N,
-                                                             wj, N)  # fmt: skip
-                    v = tl.where((kk == j) & (v == 0), pack2(-sj, dj)[:, None], v)
-        nss, pdot = unpack2(v)
-        ss_tot = tl.sum(tl.where(kk < G, -nss, 0.0), 1)
-        cdot = (tl.sum(tl.where(kk < G, pdot, 0.0), 1) / N)[:, None]
-        rstd = (1.0 / tl.sqrt(ss_tot / N + tl.cast(eps, tl.float32)))[:, None]
-        dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, cdot, HAS_DH)
-        tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
-        acc += dy * hf * rstd
-    if HAS_DW:
-        part = tl.sum(acc, 0)[None, :]
-        if n_groups == 1:  # one row group: dw itself, no finish kernel
-            tl.store(dw_ptr + cols, part.to(dw_ptr.dtype.element_ty), mask=cm)
-        else:
-            tl.store(dwp_ptr + g.to(tl.int64) * N + cols, part, mask=cm)
-
-
 @triton.jit(do_not_specialize=["rows", "rows_per_group"])
 def _rms_dw_partial(
     dy_ptr,
@@ -455,20 +362,6 @@ SPLIT_FOLD_BLOCK = 2048
 SPLIT_FOLD_ROWS = 2
 SPLIT_FOLD_WARPS = 8
 SPLIT_FOLD_PER_SM = 8
-
-
-# The cooperative backward (``_rms_bwd_coop``, a forced plan: no rule takes it yet, it has not
-# run on the GPU): rows per step and programs per SM its row groups aim at.
-COOP_BWD_ROWS = 2
-COOP_BWD_PER_SM = 8
-
-
-def _coop_groups(rows: int, blocks: int, sm: int) -> int:
-    """Row groups of the cooperative backward: about ``COOP_BWD_PER_SM`` programs per SM over
-    the column blocks and groups, at most one group per row (from the shape and the SM count
-    only, so every call adds the dw partials in the same order)."""
-    groups = max(1, min(rows, triton.cdiv(COOP_BWD_PER_SM * sm, blocks)))
-    return triton.cdiv(rows, triton.cdiv(rows, groups))
 
 
 def folds_dw(n: int, need_dw: bool = True) -> bool:
@@ -638,30 +531,16 @@ def add_rms_norm_backward(
             dw.zero_()
         return dx, dw
     p = bwd_plan(rows, n, h.device, plan)
-    if p.kind == "coop" and (p.sub or p.programs_per_sm):
+    if p.kind == "coop":
         raise ValueError(
-            f"plan: add_rms_norm's cooperative backward takes neither sub ({p.sub}) nor "
-            f"programs_per_sm ({p.programs_per_sm}); pass RowPlan.coop({p.block}, "
-            f"{p.num_warps}) or plan=None for the rule"
+            "plan: cooperative (coop) plans are forward-only; pass a resident, looped or split "
+            "plan, or plan=None for the rule"
         )
     sm = device_info(h.device).sm_count
     has_dh = dh is not None
     dh_arg = dh if has_dh else dy  # never read when HAS_DH is False
     dx_arg = dx if dx is not None else empty(h.shape, h.dtype, h.device)
     dw_arg = dw if dw is not None else dx_arg  # never written when HAS_DW is False
-    if p.kind == "coop":
-        blocks = triton.cdiv(n, p.block)
-        groups = _coop_groups(rows, blocks, sm)
-        dwp = empty((groups if need_dw and groups > 1 else 1, n), torch.float32, h.device)
-        launch(_rms_bwd_coop, (groups * blocks,),
-            dy, dh_arg, h, weight, dx_arg, coop_slots(rows, blocks, h.device), dwp, dw_arg, rows,
-            triton.cdiv(rows, groups), groups, eps, coop_spin(), N=n, BLOCK=p.block,
-            ROWS=COOP_BWD_ROWS, G=blocks, GP=triton.next_power_of_2(blocks), HAS_DH=has_dh,
-            HAS_DW=need_dw, num_warps=p.num_warps,
-        )  # fmt: skip
-        if need_dw and groups > 1:
-            _finish_dw(dwp, dw, groups, n, sm)
-        return dx, dw
     if p.kind == "resident":
         # Row groups: a few per SM (dw partials stay small), at most one per ROWS rows, and
         # (TUNE.min_group_elems) at least that many elements each.
