@@ -709,6 +709,30 @@ case "${1:-}" in
     echo "sweep exit $?" >>"$OUT/rows15/sweep.log"; tail -n 4 "$OUT/rows15/sweep.log"
     pack rows15
     ;;
+  s15c)  # session 15, carries .whl and .peers/x1 .. x4 (results/ out of the index): the cu13
+    # parts staged for s15d; the row GPU tests on the S15 rule (2-warp cooperative softmax and
+    # 1-warp add_rms_norm chunks)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_wheels
+    d="$OUT/gputests15c"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100"
+    lane() { local n=$1; shift; ( timeout -k 5 "${LANE_S:-170}" "$@" >"$d/$n.log" 2>&1; echo "exit $?" >>"$d/$n.log" ) & }
+    echo "[$(stamp)] gpu tests (session 15c lanes)"
+    lane rows $P tests/gpu/test_rows_gpu.py -k "coop or wider or full_size or softmax or rms"
+    lane indexing $P tests/gpu/test_indexing_gpu.py tests/gpu/test_determinism_gpu.py -k "past_2_31 or row or softmax or rms"
+    wait
+    for f in "$d"/*.log; do printf '%-12s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests15c
+    ;;
+  s15d)  # right after s15c, carries .whl, .peers/c, .peers/x5, .peers/x6: QuACK from the staged
+    # parts, the default suite's wide-row softmax and add_rms_norm cases, then the training suite
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_peers
+    bench_part rows-wide "${RW_S:-270}" --ops softmax,add_rms_norm --max-minutes "${RW_MIN:-4}" \
+      --shapes '*x50257' '*x65537' '*x128256' '*x151936' '*x262144' '*x131072' '*x1048576'
+    bench_part fwd-bwd "${FB_S:-280}" --mode fwd_bwd --ops softmax,add_rms_norm \
+      --max-minutes "${FB_MIN:-4}"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -90,17 +90,18 @@ def test_plan_rule():
     assert p.kind == "split" and p.n_chunks(131072) * p.chunk(131072) >= 131072
     # beyond the resident range: cooperative plans (add_rms_norm always; row_sum with at least
     # one program per SM; softmax with SM/2 to SM rows), looped for many softmax rows
-    for rows in (2, 64, 4096):  # 2048/2 chunks (R10) while a row has <= 2 x SM of them
-        assert RowPlan.for_shape(rows, 131072, 132, "rms") == RowPlan.coop(2048, 2)
+    for rows in (2, 64, 4096):  # 2048/1 chunks (S15) while a row has <= 2 x SM of them
+        assert RowPlan.for_shape(rows, 131072, 132, "rms") == RowPlan.coop(2048, 1)
         assert RowPlan.for_shape(rows, 131072, 132).kind in ("split", "looped")  # generic
-    assert RowPlan.for_shape(2, 540672, 132, "rms") == RowPlan.coop(2048, 2)  # 264 chunks
+    assert RowPlan.for_shape(2, 540672, 132, "rms") == RowPlan.coop(2048, 1)  # 264 chunks
     assert RowPlan.for_shape(2, 540673, 132, "rms") == RowPlan.coop(4096, 4)
     assert RowPlan.for_shape(2, 1048576, 132, "rms") == RowPlan.coop(4096, 4)
     assert RowPlan.for_shape(16, 262144, 132, "row_sum") == RowPlan.coop(16384, 8)  # 256 chunks
     assert RowPlan.for_shape(2, 1048576, 132, "row_sum").kind == "split"  # 128 < 132 programs
-    # softmax beyond the resident range: cooperative 4096 chunks with ex2 exps at any row count
-    # (rows9 sweep), except few rows of >= 32 chunks short of 2 programs per SM (split)
-    coop_fast = RowPlan.coop(4096, 4, fast_exp=True)
+    # softmax beyond the resident range: cooperative 4096 chunks (2 warps: S15) with ex2 exps
+    # at any row count (rows9 sweep), except few rows of >= 32 chunks short of 2 programs per
+    # SM (split)
+    coop_fast = RowPlan.coop(4096, 2, fast_exp=True)
     assert RowPlan.for_shape(128, 50257, 132, "softmax") == coop_fast
     assert RowPlan.for_shape(2, 151936, 132, "softmax").kind == "split"  # 76 programs
     assert RowPlan.for_shape(1, 126976, 132, "softmax") == coop_fast  # 31 chunks
@@ -123,7 +124,13 @@ def test_plan_rule():
     assert RowPlan.for_shape(128, 32769, 132).kind == "resident"  # enough rows: stay resident
     assert RowPlan.for_shape(4096, 4097, 132, "softmax").num_warps == 4
     wide = RowPlan.for_shape(4096, 98304, 132, "softmax", l2_bytes=60 << 20)  # 13x L2
-    assert (wide.kind, wide.block, wide.sub, wide.evict) == ("coop", 16384, 4096, True)
+    assert (wide.kind, wide.block, wide.num_warps, wide.sub, wide.evict) == (
+        "coop",
+        8192,
+        2,
+        2048,
+        True,
+    )
     assert RowPlan.for_shape(8192, 8192, 132, "rms_bwd").prefetch
     assert not RowPlan.for_shape(2048, 16384, 132, "rms_bwd").prefetch
     # the resident block covers the aligned body, not the next power of two
@@ -154,15 +161,20 @@ H200_L2 = 60 * 1024 * 1024  # what the H200 reports (results/20261201-153920-pla
 def test_plan_rule_reads_the_l2_size():
     """Beyond the resident range the softmax and add_rms_norm rules ask how the rows compare
     with the device's L2 (softmax: rows9 sweep; add_rms_norm: G8 grid, docs/plans.md)."""
-    coop_loop = RowPlan.coop(16384, 8, sub=4096, evict=True, fast_exp=True)
-    coop_fast = RowPlan.coop(4096, 4, fast_exp=True)
+    coop_loop = RowPlan.coop(8192, 2, sub=2048, evict=True, fast_exp=True)
+    coop_fast = RowPlan.coop(4096, 2, fast_exp=True)
+    coop_small = RowPlan.coop(2048, 2, fast_exp=True)
 
     def sm(rows, width, op="softmax", elem=2, l2=H200_L2):
         return RowPlan.for_shape(rows, width, 132, op, l2_bytes=l2, elem_bytes=elem)
 
-    # softmax: the register cooperative plan (ex2 exps) whether or not the input fits L2 ...
-    for rows, width in ((192, 65536), (256, 65537), (1024, 151936), (8192, 50257), (16, 1048576)):
+    # softmax: the register cooperative plan (ex2 exps) whether or not the input fits L2, in
+    # 2048-wide chunks for inputs below half of L2 (S15) ...
+    for rows, width in ((256, 65537), (1024, 151936), (8192, 50257), (16, 1048576)):
         assert sm(rows, width) == sm(rows, width, l2=0) == coop_fast
+    for rows, width in ((192, 65536), (64, 131072), (16, 262144), (1, 126976)):  # < 30 MiB
+        assert sm(rows, width) == coop_small and sm(rows, width, l2=0) == coop_fast
+    assert sm(8, 1048576) == coop_fast  # 512 chunks of 2048 are more than 2 x SM
     # ... the looped cooperative plan past 8x L2 (fp32 doubles the bytes) or, past L2, for
     # rows wider than 262144; without an L2 size only the width counts (rows >= SM)
     assert sm(1024, 131072) == coop_fast and sm(1024, 131072, elem=4) == coop_loop
@@ -171,11 +183,12 @@ def test_plan_rule_reads_the_l2_size():
     assert sm(132, 1048576, l2=0) == coop_loop
     # the persistent resident plan at body 32768: one program per SM from SM rows
     assert sm(4096, 32000) == sm(132, 32000) == RowPlan("resident", 32768, 32, programs_per_sm=1)
-    assert sm(99, 32000) == sm(66, 32769) == coop_fast  # SM/2 to SM rows
+    assert sm(99, 32000) == sm(66, 32769) == coop_small  # SM/2 to SM rows (inputs < L2 / 2)
+    assert sm(99, 32000, l2=0) == coop_fast
     # add_rms_norm: 0.6-1 rows per SM whose rows fit 3/4 of L2 loop, one program per row
     looped = RowPlan.looped(16384, 32, programs_per_sm=1, evict=True)
     assert sm(128, 65536, "rms") == looped and sm(96, 151936, "rms") == looped
-    rms_coop = RowPlan.coop(2048, 2)
+    rms_coop = RowPlan.coop(2048, 1)
     assert sm(128, 65536, "rms", l2=0) == rms_coop
     for rows, width in ((64, 65536), (128, 262144), (132 * 2, 65536)):
         assert sm(rows, width, "rms") == rms_coop
@@ -185,7 +198,7 @@ def test_plan_rule_reads_the_l2_size():
 
 def test_launchers_pass_the_l2_size_and_element_size(monkeypatch):
     """The rule the launchers use gets the device's L2 size (the interpreter's pretend GPU:
-    4 SMs, 4 MiB) and the input's element size: 16 x 100000 fits L2 in BF16, not in FP32."""
+    4 SMs, 4 MiB) and the input's element size (recorded below for an FP32 and a BF16 call)."""
     from warpgauge._device import device_info
     from warpgauge.kernels import _launch
     from warpgauge.kernels import softmax as softmax_mod
@@ -197,8 +210,8 @@ def test_launchers_pass_the_l2_size_and_element_size(monkeypatch):
     fp32 = _launch.row_plan(16, 100000, cpu, None, "softmax", 4)
     assert bf16 == RowPlan.for_shape(16, 100000, info.sm_count, "softmax", info.l2_bytes, 2)
     assert fp32 == RowPlan.for_shape(16, 100000, info.sm_count, "softmax", info.l2_bytes, 4)
-    assert fp32 == RowPlan.coop(16384, 8, sub=4096, evict=True, fast_exp=True)  # 25 chunks of
-    # 4096 are more than 2 x 4 SMs: the looped cooperative plan
+    # 13 looped chunks of 8192 are more than 2 x 4 SMs: no cooperative plan fits this device
+    assert fp32 == bf16 == RowPlan.looped(16384, 32, programs_per_sm=2, evict=True, lane_stats=True)
     seen = []
     real = softmax_mod.plan_for
     monkeypatch.setattr(softmax_mod, "plan_for", lambda *a: seen.append(a) or real(*a))

@@ -35,6 +35,7 @@ from .plans_wide import (
     COOP_SOFTMAX,
     COOP_SOFTMAX_FEW_PER_SM,
     COOP_SOFTMAX_LOOP,
+    COOP_SOFTMAX_SMALL,
     RMS_LOOPED_L2_SHARE,
     RMS_LOOPED_ROWS_PER_SM,
     SOFTMAX_BWD_CANDIDATES,
@@ -45,6 +46,7 @@ from .plans_wide import (
     SOFTMAX_LOOP_L2X,
     SOFTMAX_LOOP_WIDE,
     SOFTMAX_PREFETCH_PER_SM,
+    SOFTMAX_SMALL_L2_SHARE,
     SOFTMAX_SPLIT_MIN_CHUNKS,
     UNALIGNED_WARPS,
 )  # fmt: skip
@@ -380,8 +382,8 @@ class RowPlan:
         - otherwise cooperative (``coop``), while a row has at most ``COOP_MAX_CHUNKS_PER_SM *
           sm_count`` chunks: add_rms_norm at any row count (``COOP_RMS_SMALL`` chunks, or
           ``COOP_RMS`` where those are too many); softmax (ex2 exps, ``fast_exp``) with
-          ``COOP_SOFTMAX``
-          chunks at any row count, ``COOP_SOFTMAX_LOOP`` (looped chunks, L2 re-read) for rows
+          ``COOP_SOFTMAX`` chunks at any row count (``COOP_SOFTMAX_SMALL`` for inputs below
+          ``SOFTMAX_SMALL_L2_SHARE`` x L2), ``COOP_SOFTMAX_LOOP`` (looped chunks, L2 re-read) for rows
           wider than ``COOP_LOOP_MIN_WIDTH`` whose input is past ``SOFTMAX_LOOP_L2X`` x L2 (or
           past L2 and wider than ``SOFTMAX_LOOP_WIDE``), and split instead for few rows of at
           least ``SOFTMAX_SPLIT_MIN_CHUNKS`` chunks short of ``COOP_SOFTMAX_FEW_PER_SM``
@@ -404,6 +406,17 @@ class RowPlan:
         few = rows < SPLIT_ROWS_PER_SM * sm_count
         resident_max = RMS_BWD_RESIDENT_MAX if op == "rms_bwd" else RESIDENT_MAX
         wide_few = width > SPLIT_MIN_WIDTH and rows < RESIDENT_WIDE_MIN_ROWS_PER_SM * sm_count
+        in_bytes = rows * width * elem_bytes
+
+        def coop_fits(block: int) -> bool:
+            return triton.cdiv(width, block) <= COOP_MAX_CHUNKS_PER_SM * sm_count
+
+        def softmax_coop() -> RowPlan:  # register chunks: smaller ones for inputs well inside L2
+            small = l2_bytes > 0 and in_bytes < SOFTMAX_SMALL_L2_SHARE * l2_bytes
+            if small and coop_fits(COOP_SOFTMAX_SMALL[0]):
+                return cls.coop(*COOP_SOFTMAX_SMALL, fast_exp=True)
+            return cls.coop(*COOP_SOFTMAX, fast_exp=True)
+
         if body <= RESIDENT_MAX and wide_few and op == "softmax":
             return cls.coop(*COOP_FEW_NARROW, fast_exp=True)
         if body <= RESIDENT_MAX and wide_few and op == "rms":
@@ -411,7 +424,7 @@ class RowPlan:
         if body <= resident_max and not wide_few:
             if op == "softmax" and body == 32768 and width > SOFTMAX_PREFETCH_MIN_WIDTH:
                 if rows < sm_count:  # S9: SM/2 to SM rows, the cooperative chunks win
-                    return cls.coop(*COOP_SOFTMAX, fast_exp=True)
+                    return softmax_coop()
                 return RowPlan("resident", body, 32, programs_per_sm=SOFTMAX_PREFETCH_PER_SM)
             unaligned = width % 8 != 0  # contiguous rows take the aligned-body path (_rows.py)
             if op == "softmax" and unaligned and body == 8192:
@@ -429,9 +442,6 @@ class RowPlan:
                 return RowPlan("resident", body, _warps(body), programs_per_sm=per_sm)
             return cls.resident(width)
 
-        def coop_fits(block: int) -> bool:
-            return triton.cdiv(width, block) <= COOP_MAX_CHUNKS_PER_SM * sm_count
-
         if op == "softmax_bwd" and coop_fits(SOFTMAX_BWD_COOP_LOOP["block"]):
             chunks = triton.cdiv(width, SOFTMAX_BWD_COOP_LOOP["block"])
             if rows * chunks < SOFTMAX_BWD_FEW_PER_SM * sm_count:
@@ -440,7 +450,6 @@ class RowPlan:
                 if coop_fits(SOFTMAX_BWD_COOP[0]):
                     return cls.coop(*SOFTMAX_BWD_COOP)
             return cls.coop(**SOFTMAX_BWD_COOP_LOOP)
-        in_bytes = rows * width * elem_bytes
         if (
             op == "rms"
             and l2_bytes > 0
@@ -464,7 +473,7 @@ class RowPlan:
                 chunks >= SOFTMAX_SPLIT_MIN_CHUNKS
             )
             if fits and not split:
-                return cls.coop(*COOP_SOFTMAX, fast_exp=True)
+                return softmax_coop()
         if few:
             return cls.split_for(rows, width, sm_count)
         if op == "softmax":

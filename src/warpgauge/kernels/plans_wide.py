@@ -17,7 +17,12 @@ COOP_RMS = (4096, 4)
 # (within 1.2%) at 220x151936 73.5 vs 72.9, 512x65537 78.4 vs 78.6, 128x262144 74.6 vs 74.3,
 # 16x262144 16.0 vs 15.8, 64x131072 23.2 vs 23.3. (8192/4 was 4.6-5.1% ahead at 4096x131072 but
 # 2.3-3.7% behind at 50257, 151936, 262144; 8192/8, 16384/8-16 and looped chunks lost more.)
-COOP_RMS_SMALL = (2048, 2)
+# rows15 round 2 (results/rows15-h200/rows15, "S15": cold lane, write+read flush, 15 samples
+# rotated, FP64-gated before and after timing): one warp instead of two (64 elements a thread):
+# never slower in 8 cells, geometric mean 0.979x the 2048/2 plan: 667x50257 76.3 us vs 80.1,
+# 16x262144 14.7 vs 15.5, 4096x131072 1072.2 vs 1079.4, 64x131072 22.5 vs 23.2, 1024x151936
+# 322.8 vs 323.5 (4096/2 was ahead at 16x262144, 14.2, but behind at 667x50257, 81.9).
+COOP_RMS_SMALL = (2048, 1)
 # row_sum 16384/8: 4.01-4.17 TB/s at every width 50257-262144 (looped 4096/8: 3.49-4.32, worst
 # at ragged widths); 128x50257 1.72 vs 0.79 split, 100x65537 1.76 vs 1.28. Needs rows * chunks
 # >= SMs: 2x1048576 split 1.03 vs 0.89.
@@ -27,7 +32,17 @@ COOP_ROW_SUM = (16384, 8)
 # 100x65537 2.00 vs 1.38. Below SM/2 rows: COOP_SOFTMAX_FEW_PER_SM. Many rows of widths past
 # COOP_LOOP_MIN_WIDTH take COOP_SOFTMAX_LOOP instead (S5 below; it replaced W1/W2's coop 4096
 # from 139264 and looped 16384/32 from 98304).
-COOP_SOFTMAX = (4096, 4)
+# S15 (above; experiments/rows15_sweep.py, 50 softmax cells: widths 50257-262144 x 16-4096
+# rows and few-row cells of the resident range): the same 4096-wide chunks in 2 warps (64
+# elements a thread, smaller programs, more of them per SM) are faster than 4 warps wherever the
+# input is at least SOFTMAX_SMALL_L2_SHARE x L2: 4096x65536 277.9 us vs 303.3, 1024x128256
+# 151.8 vs 166.8, 1024x100352 116.7 vs 131.8, 256x262144 81.6 vs 90.0, 1024x200064 241.5 vs
+# 271.5. Smaller inputs (latency-bound, 16-64 rows) take 2048-wide chunks in 2 warps
+# (COOP_SOFTMAX_SMALL): 16x65536 7.3 vs 7.9, 64x131072 15.0 vs 15.5, 16x262144 10.6 vs 10.8;
+# 64x128256 15.3 vs 15.2 and 16x128256 9.3 vs 8.9 are the losses.
+COOP_SOFTMAX = (4096, 2)
+COOP_SOFTMAX_SMALL = (2048, 2)
+SOFTMAX_SMALL_L2_SHARE = 0.5
 # rows5 sweep (results/rows5-h200/rows5.json, "S5"; experiments/rows5_sweep.py: BF16,
 # CUDA-graph replay, inputs rotated past 3x L2, FP64-gated; copy ceiling 4.20 TB/s there).
 # Few rows of widths past SPLIT_MIN_WIDTH whose body still fits RESIDENT_MAX: row_sum (rows < SM)
@@ -51,7 +66,11 @@ COOP_LOOP_MIN_WIDTH = 65536
 # 16x151936 7.5 vs 8.0, 16x262144 8.9 vs 10.4, 64x50257 8.1 vs 11.1; 1-4 rows of 131072-262144
 # split 1.00-1.08x coop.
 COOP_SOFTMAX_FEW_PER_SM = 2
-COOP_SOFTMAX_LOOP = dict(block=16384, num_warps=8, sub=4096, evict=True)
+# S15: the looped plan in 2 warps, 8192-wide chunks in 2048 slices, where the rule loops (past
+# SOFTMAX_LOOP_L2X x L2): 4096x131072 593.4 us vs 634.5 (16384/8, sub 4096), 4096x151936 713.6
+# vs 820.3, 4096x128256 605.8 vs 692.2, 4096x262144 1196.4 vs 1280.1, 1024x256000 299.7 vs
+# 341.2 (the register 4096/2 chunks: 582.3, 770.7, 590.3, 1224.7, 313.1).
+COOP_SOFTMAX_LOOP = dict(block=8192, num_warps=2, sub=2048, evict=True)
 # The plans grid (results/20261201-153920-plans, 338 cells, docs/plans.md, "G8"): whether a
 # softmax row set beyond the resident range fits the device's L2 (input bytes <= this share of
 # the L2 size, read from the device) decides between the register cooperative plan and the
@@ -141,4 +160,4 @@ SOFTMAX_BWD_CANDIDATES = (
     dict(block=16384, num_warps=4, sub=4096, evict=True),
 )
 # Cooperative plans the plan grid forces (block, warps), next to the rule's own choice.
-COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8))
+COOP_CANDIDATES = ((2048, 4), (4096, 4), (8192, 8), (2048, 1), (2048, 2), (4096, 2))
