@@ -729,7 +729,9 @@ case "${1:-}" in
     mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
     install_peers
     bench_part rows-wide "${RW_S:-270}" --ops softmax,add_rms_norm --max-minutes "${RW_MIN:-4}" \
-      --shapes '*x50257' '*x65537' '*x128256' '*x151936' '*x262144' '*x131072' '*x1048576'
+      --shapes '*x50257' --shapes '*x65537' --shapes '*x128256' --shapes '*x151936' \
+      --shapes '*x262144' --shapes '*x131072' --shapes '*x1048576'
+    [ "${RW_ONLY:-0}" = 1 ] && exit 0
     bench_part fwd-bwd "${FB_S:-280}" --mode fwd_bwd --ops softmax,add_rms_norm \
       --max-minutes "${FB_MIN:-4}"
     ;;
