@@ -735,6 +735,19 @@ case "${1:-}" in
     bench_part fwd-bwd "${FB_S:-280}" --mode fwd_bwd --ops softmax,add_rms_norm \
       --max-minutes "${FB_MIN:-4}"
     ;;
+  s15e)  # session 15, carries .whl: the compile-reuse GPU test on the S15 rule, then alone
+    # experiments/rmsbwd15_sweep.py (add_rms_norm's split backward in tiles of fewer warps)
+    install_wheels
+    d="$OUT/gputests15e"; mkdir -p "$d"
+    timeout -k 5 "${LANE_S:-120}" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_rows_gpu.py \
+      -k "reuse_compiled" >"$d/rows.log" 2>&1; echo "exit $?" >>"$d/rows.log"
+    tail -n 2 "$d/rows.log"; pack gputests15e
+    mkdir -p "$OUT/rmsbwd15"
+    timeout -k 10 "${SWEEP_S:-160}" python3 experiments/rmsbwd15_sweep.py --budget-s "${SWEEP_B:-130}" \
+      --out "$OUT/rmsbwd15/rmsbwd15.jsonl" >"$OUT/rmsbwd15/sweep.log" 2>&1
+    echo "sweep exit $?" >>"$OUT/rmsbwd15/sweep.log"; tail -n 12 "$OUT/rmsbwd15/sweep.log"
+    pack rmsbwd15
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -7,6 +7,8 @@ runs ``bits_f32``; the GPU side is checked by the rows10 sweep's gate (FP64 refe
 rows at an odd width and on strided rows).
 """
 
+import itertools
+
 import pytest
 import torch
 
@@ -80,14 +82,16 @@ def test_hold_x_fields():
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_rms_rule_coop_2048(dtype, device):
-    """The R10 add_rms_norm rule beyond the resident range (2048/2 chunks): an odd width (aligned
-    body + edge on chunk 0, a ragged last chunk) and strided rows, against the FP64 reference."""
-    assert RowPlan.for_shape(3, 40001, 132, "rms") == RowPlan.coop(2048, 2)
+    """The add_rms_norm rule beyond the resident range (2048-wide chunks: 1 warp since S15, 2 in
+    R10): an odd width (aligned body + edge on chunk 0, a ragged last chunk) and strided rows,
+    against the FP64 reference, for both warp counts."""
+    assert RowPlan.for_shape(3, 40001, 132, "rms") == RowPlan.coop(2048, 1)
     x = _rand((3, 40001), dtype, seed=76).to(device)
     r = _rand((3, 40001), dtype, seed=77).to(device)
     w = _rand((40001,), dtype, seed=78).to(device)
-    for xs, rs in ((x, r), (_rand((3, 40040), dtype, seed=79).to(device)[:, 5:40006], r)):
-        y, h = rms_k.add_rms_norm(xs, rs, w, 1e-6, plan=RowPlan.coop(2048, 2))
+    cases = ((x, r), (_rand((3, 40040), dtype, seed=79).to(device)[:, 5:40006], r))
+    for (xs, rs), warps in itertools.product(cases, (1, 2)):
+        y, h = rms_k.add_rms_norm(xs, rs, w, 1e-6, plan=RowPlan.coop(2048, warps))
         y_ref, h_ref = add_rms_norm_ref(xs, rs, w, 1e-6)
         assert_close(h, h_ref)
         assert_close(y, y_ref)

@@ -144,18 +144,20 @@ def test_new_row_counts_reuse_compiled_kernels_wide():
 
 
 def test_new_row_counts_reuse_compiled_kernels_wider():
-    """Width 131072: split (few rows, 32 chunks each), cooperative 4096 and looped cooperative
-    (inputs past 8x L2) softmax plans each compile once for the width."""
+    """Width 131072: split (few rows, 32 chunks each), cooperative 2048 (inputs below half of
+    L2) and 4096, and looped cooperative (inputs past 8x L2) softmax plans each compile once for
+    the width."""
     from warpgauge.kernels import softmax_coop
 
     width = 131072
-    for rows in (3, 100, 4096):  # split, coop 4096 (100 x 32 chunks), looped coop (1 GiB)
+    # split, coop 2048 (16 x 64 chunks, 4 MB), coop 4096 (512 rows), looped coop (1 GiB)
+    for rows in (3, 16, 512, 4096):
         wg.softmax(_rand((rows, width), torch.bfloat16))
     kernels = [softmax_k._softmax_coop, softmax_coop._softmax_coop_loop,
                softmax_k._softmax_split_stats]  # fmt: skip
     before = [compiled_variants(k) for k in kernels]
     assert all(before), before
-    for rows in (1, 7, 16, 120, 512, 1000):
+    for rows in (1, 7, 64, 100, 120, 200, 1000):
         x = _rand((rows, width), torch.bfloat16)
         assert_close(wg.softmax(x), softmax_ref(x), relative=True)
     assert [compiled_variants(k) for k in kernels] == before
