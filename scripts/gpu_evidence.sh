@@ -748,6 +748,15 @@ case "${1:-}" in
     echo "sweep exit $?" >>"$OUT/rmsbwd15/sweep.log"; tail -n 12 "$OUT/rmsbwd15/sweep.log"
     pack rmsbwd15
     ;;
+  s15f)  # session 15, carries .whl and .peers/c: the add_rms_norm GPU tests on the 4-warp folded
+    # split backward, then the training suite's add_rms_norm (torch.compile and Liger, no QuACK)
+    install_peers
+    d="$OUT/gputests15f"; mkdir -p "$d"
+    timeout -k 5 "${LANE_S:-120}" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_rows_gpu.py \
+      tests/gpu/test_determinism_gpu.py -k "rms" >"$d/rows.log" 2>&1; echo "exit $?" >>"$d/rows.log"
+    tail -n 2 "$d/rows.log"; pack gputests15f
+    bench_part fwd-bwd-rms "${FB_S:-200}" --mode fwd_bwd --ops add_rms_norm --max-minutes "${FB_MIN:-3}"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -356,11 +356,17 @@ def _rms_dw_finish(
 # 15.6). At the unaligned widths 32769 and 65537 every folded tile lost at 4-100 rows (32x32769:
 # 20.9 against 17.2; 16x65537 20.5 against 18.2): their rows load without 16-byte vectors, and
 # the separate pass's 8-row tiles hide that better. So only aligned widths fold.
+# rmsbwd15 (results/rows15-h200/rmsbwd15/, experiments/rmsbwd15_sweep.py, session 15: the same
+# timing with the write+read flush, 10 split cells of 1-128 rows x 20000-262144): the tile in 4
+# warps instead of 8 (32 elements a thread per tensor), geometric mean 0.943x, faster at 9 of
+# 10 cells: 64x131072 38.9 us vs 42.2, 16x262144 29.6 vs 32.4, 128x65544 38.3 vs 41.8, 4x262144
+# 18.8 vs 20.6; 1x131072 is the loss, 8.6 vs 8.0. (2 warps, more rows or columns per program, 16
+# programs per SM and other stats chunkings were slower in geometric mean.)
 SPLIT_FOLD_DW = True
 SPLIT_FOLD_ALIGN = 8
 SPLIT_FOLD_BLOCK = 2048
 SPLIT_FOLD_ROWS = 2
-SPLIT_FOLD_WARPS = 8
+SPLIT_FOLD_WARPS = 4
 SPLIT_FOLD_PER_SM = 8
 
 
