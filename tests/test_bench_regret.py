@@ -114,8 +114,8 @@ def test_checkout_choice_uses_the_runs_l2_size():
         return Cell("softmax", "bfloat16", "4096x131072", "cold", 4096, 131072, 132, {}, None,
                     None, l2_bytes=l2)  # fmt: skip
 
-    assert plans.checkout_choice(cell(60 * 2**20)) == "coop_16384_w8_ev"
-    assert plans.checkout_choice(cell(0)) == "coop_4096_w4"
+    assert plans.checkout_choice(cell(60 * 2**20)) == "coop_8192_w2_ev"  # S15: 2-warp programs
+    assert plans.checkout_choice(cell(0)) == "coop_4096_w2"
     assert plans.checkout_choice(Cell("softmax", "bfloat16", "1x1", "cold", 1, 1, 0, {}, None,
                                       None)) is None  # fmt: skip
 
