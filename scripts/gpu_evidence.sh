@@ -757,6 +757,19 @@ case "${1:-}" in
     tail -n 2 "$d/rows.log"; pack gputests15f
     bench_part fwd-bwd-rms "${FB_S:-200}" --mode fwd_bwd --ops add_rms_norm --max-minutes "${FB_MIN:-3}"
     ;;
+  s17a)  # session 17, carries .whl: the row GPU tests on the G16 rule (one-warp softmax chunks,
+    # looped add_rms_norm chunks at 1048576, the early weight load), then the plans grid (s8a
+    # without the specialization experiment; RESUME=... finishes a cut grid, TESTS=0 skips the tests)
+    install_wheels
+    if [ "${TESTS:-1}" = 1 ]; then
+      d="$OUT/gputests17a"; mkdir -p "$d"
+      timeout -k 5 "${LANE_S:-170}" python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=100 \
+        tests/gpu/test_rows_gpu.py -k "${TESTS_K:-coop or wider or reuse or full_size or softmax or rms}" \
+        >"$d/rows.log" 2>&1; echo "exit $?" >>"$d/rows.log"
+      tail -n 3 "$d/rows.log"; pack gputests17a
+    fi
+    SPEC=0 bash "$0" s8a
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -115,9 +115,57 @@ def test_checkout_choice_uses_the_runs_l2_size():
                     None, l2_bytes=l2)  # fmt: skip
 
     assert plans.checkout_choice(cell(60 * 2**20)) == "coop_8192_w2_ev"  # S15: 2-warp programs
-    assert plans.checkout_choice(cell(0)) == "coop_4096_w2"
+    assert plans.checkout_choice(cell(0)) == "coop_2048_w1"  # G16: one warp's 2048 chunks
     assert plans.checkout_choice(Cell("softmax", "bfloat16", "1x1", "cold", 1, 1, 0, {}, None,
                                       None)) is None  # fmt: skip
+
+
+def test_checkout_choice_matches_the_runs_plans_by_repr():
+    """A run names its plans in candidate order, so the key of a plan depends on the rule that
+    ran (``_x2`` goes to whichever copy came second). With the run's reprs recorded the
+    checkout's plan is found by its repr, whatever key the run gave it; a plan the run did not
+    force is reported as unmeasured (and scored as missing), never as another plan."""
+    from warpgauge.bench.modes import plans
+    from warpgauge.kernels.plans import RowPlan
+
+    want = RowPlan.for_shape(4096, 131072, 132, "softmax", l2_bytes=60 * 2**20)
+    other = RowPlan.coop(8192, 2, sub=2048, evict=True)  # the same key without ex2 exps
+    assert plans.plan_key(other) == plans.plan_key(want)
+    times = {"coop_8192_w2_ev": 10.0, "coop_8192_w2_ev_x2": 9.0}
+
+    def cell(reprs):
+        return Cell("softmax", "bfloat16", "4096x131072", "cold", 4096, 131072, 132, times,
+                    None, None, l2_bytes=60 * 2**20, reprs=reprs)  # fmt: skip
+
+    swapped = {"coop_8192_w2_ev": repr(other), "coop_8192_w2_ev_x2": repr(want)}
+    assert plans.checkout_choice(cell(swapped)) == "coop_8192_w2_ev_x2"
+    missing = plans.checkout_choice(cell({"coop_8192_w2_ev": repr(other)}))
+    assert missing.startswith("unmeasured: ") and missing not in times
+    scored = regret.score([cell({"coop_8192_w2_ev": repr(other)})], plans.checkout_choice)
+    assert scored["missing"] == 1 and scored["n"] == 0
+
+
+def test_load_cells_keeps_the_plan_reprs(tmp_path, monkeypatch):
+    """load_cells carries each forced plan's recorded repr (provider extra ``plan_repr``)."""
+    from warpgauge.bench.modes import regret as R
+
+    case = {"op": "softmax", "dtype": "bfloat16", "shape_label": "2x8", "lane": "cold",
+            "shape": {"rows": 2, "width": 8}, "providers": [
+                {"name": "rule", "status": "ok", "device_time": {"median_us": 2.0},
+                 "extra": {"plan": "resident_8", "sm_count": 4}},
+                {"name": "resident_8", "status": "ok", "device_time": {"median_us": 1.5},
+                 "extra": {"plan_repr": "RowPlan(kind='resident')"}}]}  # fmt: skip
+
+    class Run:
+        run = {"provenance": {"gpu": {"l2_bytes": 1024}}}
+        cases = [case]
+
+    import warpgauge.artifacts as A
+
+    monkeypatch.setattr(A, "load_run", lambda _d: Run())
+    (c,) = R.load_cells(tmp_path)
+    assert c.reprs == {"resident_8": "RowPlan(kind='resident')"} and c.times == {"resident_8": 1.5}
+    assert c.l2_bytes == 1024 and c.rule_key == "resident_8"
 
 
 def test_stability_log_from_two_fake_runs(tmp_path):

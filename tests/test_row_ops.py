@@ -94,21 +94,53 @@ def test_plan_rule():
         assert RowPlan.for_shape(rows, 131072, 132, "rms") == RowPlan.coop(2048, 1)
         assert RowPlan.for_shape(rows, 131072, 132).kind in ("split", "looped")  # generic
     assert RowPlan.for_shape(2, 540672, 132, "rms") == RowPlan.coop(2048, 1)  # 264 chunks
-    assert RowPlan.for_shape(2, 540673, 132, "rms") == RowPlan.coop(4096, 4)
-    assert RowPlan.for_shape(2, 1048576, 132, "rms") == RowPlan.coop(4096, 4)
+    # wider (G16): 4096/2 chunks, the looped chunks once rows x 8192-chunks give 8 per SM
+    assert RowPlan.for_shape(2, 540673, 132, "rms") == RowPlan.coop(4096, 2)
+    assert RowPlan.for_shape(2, 1048576, 132, "rms") == RowPlan.coop(4096, 2)  # 256 programs
+    rms_loop = RowPlan.coop(8192, 2, sub=2048, evict=True)
+    assert RowPlan.for_shape(9, 1048576, 132, "rms") == rms_loop  # 1152 >= 8 x 132 programs
+    assert RowPlan.for_shape(8, 1048576, 132, "rms") == RowPlan.coop(4096, 2)  # 1024
+    assert RowPlan.for_shape(128, 1048576, 132, "rms") == rms_loop
     assert RowPlan.for_shape(16, 262144, 132, "row_sum") == RowPlan.coop(16384, 8)  # 256 chunks
     assert RowPlan.for_shape(2, 1048576, 132, "row_sum").kind == "split"  # 128 < 132 programs
     # softmax beyond the resident range: cooperative 4096 chunks (2 warps: S15) with ex2 exps
     # at any row count (rows9 sweep), except few rows of >= 32 chunks short of 2 programs per
     # SM (split)
     coop_fast = RowPlan.coop(4096, 2, fast_exp=True)
-    assert RowPlan.for_shape(128, 50257, 132, "softmax") == coop_fast
+    one_warp = RowPlan.coop(2048, 1, fast_exp=True)  # G16: <= 64 chunks, >= 14 programs per SM
+    assert RowPlan.for_shape(128, 50257, 132, "softmax") == one_warp  # 25 x 128 programs
+    assert RowPlan.for_shape(74, 50257, 132, "softmax") == one_warp  # 1850 >= 14 x 132
+    assert RowPlan.for_shape(74, 50257, 132, "softmax", l2_bytes=60 << 20) == one_warp
+    small = RowPlan.coop(2048, 2, fast_exp=True)  # inputs below half of L2, fewer programs
+    assert RowPlan.for_shape(72, 50257, 132, "softmax", l2_bytes=60 << 20) == small  # 1800
+    assert RowPlan.for_shape(72, 50257, 132, "softmax") == coop_fast  # no L2 size
+    assert RowPlan.for_shape(1024, 131072, 132, "softmax", l2_bytes=60 << 20) == one_warp
+    assert RowPlan.for_shape(1024, 131073, 132, "softmax", l2_bytes=60 << 20) == coop_fast
     assert RowPlan.for_shape(2, 151936, 132, "softmax").kind == "split"  # 76 programs
     assert RowPlan.for_shape(1, 126976, 132, "softmax") == coop_fast  # 31 chunks
     assert RowPlan.for_shape(1, 131072, 132, "softmax").kind == "split"  # 32 chunks
     assert RowPlan.for_shape(32, 151936, 132, "softmax") == coop_fast  # 1216
-    for rows, width in ((4096, 131072), (512, 262144), (1023, 65537), (132, 151936), (1335, 50257)):
+    for rows, width in ((512, 262144), (132, 151936)):
         assert RowPlan.for_shape(rows, width, 132, "softmax") == coop_fast  # no L2 size given
+    for rows, width in ((4096, 131072), (1023, 65537), (1335, 50257)):
+        assert RowPlan.for_shape(rows, width, 132, "softmax") == one_warp  # no L2 size given
+    # G16: rows wider than 262144 loop at every row count split does not take, inside L2 too
+    loop_fast = RowPlan.coop(8192, 2, sub=2048, evict=True, fast_exp=True)
+    for rows in (2, 4, 16, 128):
+        assert RowPlan.for_shape(rows, 1048576, 132, "softmax", l2_bytes=60 << 20) == loop_fast
+    assert RowPlan.for_shape(1, 1048576, 132, "softmax", l2_bytes=60 << 20).kind == "split"
+    assert RowPlan.for_shape(16, 1048576, 132, "softmax") == coop_fast  # no L2 size: as before
+    # body 32768: rows with an edge past the body go cooperative at any row count (G16), the
+    # others keep the persistent resident plan from SM rows
+    assert RowPlan.for_shape(192, 32769, 132, "softmax") == one_warp
+    assert RowPlan.for_shape(192, 32000, 132, "softmax").programs_per_sm == 1
+    # add_rms_norm resident rows load the weight early from 8192-wide bodies, except with an
+    # edge past a 32768 body (G16)
+    for rows, width, early in ((128, 8193, True), (4096, 5120, True), (512, 16384, True),
+                               (128, 32000, True), (128, 32769, False), (4096, 2880, False),
+                               (4096, 4096, False)):  # fmt: skip
+        assert RowPlan.for_shape(rows, width, 132, "rms").w_early is early, (rows, width)
+        assert not RowPlan.for_shape(rows, width, 132, "softmax").w_early
     assert RowPlan.for_shape(1000, 1 << 23, 132, "softmax").kind == "looped"  # 512 chunks
     # unaligned widths (aligned-body path) take fewer warps at bodies 8192 / 16384
     assert RowPlan.for_shape(8193, 8191, 132, "softmax").num_warps == 4
@@ -168,18 +200,24 @@ def test_plan_rule_reads_the_l2_size():
     def sm(rows, width, op="softmax", elem=2, l2=H200_L2):
         return RowPlan.for_shape(rows, width, 132, op, l2_bytes=l2, elem_bytes=elem)
 
-    # softmax: the register cooperative plan (ex2 exps) whether or not the input fits L2, in
-    # 2048-wide chunks for inputs below half of L2 (S15) ...
-    for rows, width in ((256, 65537), (1024, 151936), (8192, 50257), (16, 1048576)):
+    one_warp = RowPlan.coop(2048, 1, fast_exp=True)
+    # softmax: the register cooperative plan (ex2 exps) whether or not the input fits L2: one
+    # warp's 2048-wide chunks for rows of at most 64 of them giving >= 14 programs per SM
+    # (G16), else 2048/2 for inputs below half of L2 (S15) and 4096/2 ...
+    for rows, width in ((1024, 151936), (512, 262144)):
         assert sm(rows, width) == sm(rows, width, l2=0) == coop_fast
-    for rows, width in ((192, 65536), (64, 131072), (16, 262144), (1, 126976)):  # < 30 MiB
+    for rows, width in ((256, 65537), (8192, 50257), (192, 65536), (64, 131072)):
+        assert sm(rows, width) == sm(rows, width, l2=0) == one_warp
+    for rows, width in ((32, 65536), (16, 262144), (1, 126976)):  # < 30 MiB, few programs
         assert sm(rows, width) == coop_small and sm(rows, width, l2=0) == coop_fast
-    assert sm(8, 1048576) == coop_fast  # 512 chunks of 2048 are more than 2 x SM
-    # ... the looped cooperative plan past 8x L2 (fp32 doubles the bytes) or, past L2, for
-    # rows wider than 262144; without an L2 size only the width counts (rows >= SM)
-    assert sm(1024, 131072) == coop_fast and sm(1024, 131072, elem=4) == coop_loop
-    assert sm(4096, 131072) == coop_loop and sm(4096, 131072, l2=0) == coop_fast
+    assert sm(8, 1048576, l2=0) == coop_fast  # 512 chunks of 2048 are more than 2 x SM
+    # ... the looped cooperative plan past 8x L2 (fp32 doubles the bytes) or for rows wider
+    # than 262144 (past L2 until G16, now at any row count split does not take); without an
+    # L2 size only the width counts (rows >= SM)
+    assert sm(1024, 131072) == one_warp and sm(1024, 131072, elem=4) == coop_loop
+    assert sm(4096, 131072) == coop_loop and sm(4096, 131072, l2=0) == one_warp
     assert sm(64, 1048576) == coop_loop and sm(64, 1048576, l2=0) == coop_fast
+    assert sm(8, 1048576) == sm(16, 1048576) == coop_loop
     assert sm(132, 1048576, l2=0) == coop_loop
     # the persistent resident plan at body 32768: one program per SM from SM rows
     assert sm(4096, 32000) == sm(132, 32000) == RowPlan("resident", 32768, 32, programs_per_sm=1)

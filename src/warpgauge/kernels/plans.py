@@ -35,9 +35,13 @@ from .plans_wide import (
     COOP_SOFTMAX,
     COOP_SOFTMAX_FEW_PER_SM,
     COOP_SOFTMAX_LOOP,
+    COOP_SOFTMAX_ONE_WARP,
     COOP_SOFTMAX_SMALL,
+    RMS_COOP_LOOP_MIN_PER_SM,
     RMS_LOOPED_L2_SHARE,
     RMS_LOOPED_ROWS_PER_SM,
+    RMS_W_EARLY_EDGE_MAX_BODY,
+    RMS_W_EARLY_MIN_BODY,
     SOFTMAX_BWD_CANDIDATES,
     SOFTMAX_BWD_COOP,
     SOFTMAX_BWD_COOP_LOOP,
@@ -45,6 +49,8 @@ from .plans_wide import (
     SOFTMAX_FAST_LOOP_CANDIDATES,
     SOFTMAX_LOOP_L2X,
     SOFTMAX_LOOP_WIDE,
+    SOFTMAX_ONE_WARP_MAX_CHUNKS,
+    SOFTMAX_ONE_WARP_MIN_PER_SM,
     SOFTMAX_PREFETCH_PER_SM,
     SOFTMAX_SMALL_L2_SHARE,
     SOFTMAX_SPLIT_MIN_CHUNKS,
@@ -413,6 +419,13 @@ class RowPlan:
 
         def softmax_coop() -> RowPlan:  # register chunks: smaller ones for inputs well inside L2
             small = l2_bytes > 0 and in_bytes < SOFTMAX_SMALL_L2_SHARE * l2_bytes
+            one_warp = triton.cdiv(width, COOP_SOFTMAX_ONE_WARP[0])
+            if (
+                one_warp <= SOFTMAX_ONE_WARP_MAX_CHUNKS
+                and rows * one_warp >= SOFTMAX_ONE_WARP_MIN_PER_SM * sm_count
+                and coop_fits(COOP_SOFTMAX_ONE_WARP[0])
+            ):
+                return cls.coop(*COOP_SOFTMAX_ONE_WARP, fast_exp=True)
             if small and coop_fits(COOP_SOFTMAX_SMALL[0]):
                 return cls.coop(*COOP_SOFTMAX_SMALL, fast_exp=True)
             return cls.coop(*COOP_SOFTMAX, fast_exp=True)
@@ -423,7 +436,9 @@ class RowPlan:
             return cls.coop(*COOP_FEW_NARROW)
         if body <= resident_max and not wide_few:
             if op == "softmax" and body == 32768 and width > SOFTMAX_PREFETCH_MIN_WIDTH:
-                if rows < sm_count:  # S9: SM/2 to SM rows, the cooperative chunks win
+                # S9: SM/2 to SM rows, the cooperative chunks win; G16: at any row count for
+                # rows with an edge past the body (192x32769 13.1 us vs 15.5, 256x 15.0 vs 15.8)
+                if rows < sm_count or width > body:
                     return softmax_coop()
                 return RowPlan("resident", body, 32, programs_per_sm=SOFTMAX_PREFETCH_PER_SM)
             unaligned = width % 8 != 0  # contiguous rows take the aligned-body path (_rows.py)
@@ -431,8 +446,11 @@ class RowPlan:
                 return cls.resident(width, num_warps=UNALIGNED_WARPS["softmax"])
             if op == "softmax":
                 return cls.resident(width, num_warps=_softmax_warps(body))
-            if op == "rms" and unaligned and body in (8192, 16384):
-                return cls.resident(width, num_warps=UNALIGNED_WARPS["rms"])
+            if op == "rms":  # G16: the weight loaded with x and r from 8192-wide bodies
+                warps = UNALIGNED_WARPS["rms"] if unaligned and body in (8192, 16384) else None
+                plan = cls.resident(width, num_warps=warps)
+                edge = width > body and body > RMS_W_EARLY_EDGE_MAX_BODY
+                return replace(plan, w_early=body >= RMS_W_EARLY_MIN_BODY and not edge)
             if op == "softmax_bwd" and body in SOFTMAX_BWD_PARTIAL_BODIES and width < body:
                 return cls.resident(width, num_warps=_softmax_warps(body))
             if op == "rms_bwd":
@@ -459,19 +477,24 @@ class RowPlan:
             return cls.looped(16384, 32, programs_per_sm=1, evict=True)
         if op == "rms" and coop_fits(COOP_RMS_SMALL[0]):  # beyond resident, any row count
             return cls.coop(*COOP_RMS_SMALL)
-        if op == "rms" and coop_fits(COOP_RMS[0]):  # rows of more than 2 x SM chunks of 2048
-            return cls.coop(*COOP_RMS)
+        if op == "rms" and coop_fits(COOP_SOFTMAX_LOOP["block"]):  # > 2 x SM chunks of 2048
+            loop_chunks = triton.cdiv(width, COOP_SOFTMAX_LOOP["block"])
+            if rows * loop_chunks >= RMS_COOP_LOOP_MIN_PER_SM * sm_count:
+                return cls.coop(**COOP_SOFTMAX_LOOP)
+            if coop_fits(COOP_RMS[0]):
+                return cls.coop(*COOP_RMS)
         if op == "softmax":
             chunks = triton.cdiv(width, COOP_SOFTMAX[0])
             past_l2 = in_bytes > l2_bytes if l2_bytes > 0 else not few
             huge = l2_bytes > 0 and in_bytes > SOFTMAX_LOOP_L2X * l2_bytes
-            loop = width > COOP_LOOP_MIN_WIDTH and (huge or (past_l2 and width > SOFTMAX_LOOP_WIDE))
-            fits = coop_fits(COOP_SOFTMAX[0])
-            if coop_fits(COOP_SOFTMAX_LOOP["block"]) and (loop or (not few and not fits)):
-                return cls.coop(**COOP_SOFTMAX_LOOP, fast_exp=True)
             split = rows * chunks < COOP_SOFTMAX_FEW_PER_SM * sm_count and (
                 chunks >= SOFTMAX_SPLIT_MIN_CHUNKS
             )
+            wide = width > SOFTMAX_LOOP_WIDE and (past_l2 or (l2_bytes > 0 and not split))
+            loop = width > COOP_LOOP_MIN_WIDTH and (huge or wide)
+            fits = coop_fits(COOP_SOFTMAX[0])
+            if coop_fits(COOP_SOFTMAX_LOOP["block"]) and (loop or (not few and not fits)):
+                return cls.coop(**COOP_SOFTMAX_LOOP, fast_exp=True)
             if fits and not split:
                 return softmax_coop()
         if few:

@@ -8,8 +8,7 @@ measurement behind it. ``plans.py`` imports every name; read them as ``plans.NAM
 # add_rms_norm 4096/4: 3.25-3.63 TB/s at 50257-262144 with 128-667 rows vs 2.35-3.49 for the
 # looped rule (8192/8 within 2% at 128256-131072, 4-22% slower at ragged widths 151936/200003);
 # few rows 128x50257 2.60 vs 1.85 split, 100x65537 2.61 vs 1.52, 64x131072 2.98 vs 2.80, and
-# within 3.5% of split at 16x262144, 32x151936, 2x1048576.
-COOP_RMS = (4096, 4)
+# within 3.5% of split at 16x262144, 32x151936, 2x1048576. (4 warps until G16 below.)
 # rows10 round 2 (results/rows10-h200/round2, "R10": cold lane, write+read flush, 30 samples,
 # FP64-gated): add_rms_norm 2048/2 (32 elements a thread, as 4096/4) where a row has at most
 # COOP_MAX_CHUNKS_PER_SM x SM chunks of 2048, else COOP_RMS. 4096x131072 1080.0 / 1078.0 us (two
@@ -23,6 +22,24 @@ COOP_RMS = (4096, 4)
 # 16x262144 14.7 vs 15.5, 4096x131072 1072.2 vs 1079.4, 64x131072 22.5 vs 23.2, 1024x151936
 # 322.8 vs 323.5 (4096/2 was ahead at 16x262144, 14.2, but behind at 667x50257, 81.9).
 COOP_RMS_SMALL = (2048, 1)
+# The plans grid on the S15 rule (results/20261202-185629-plans, "G16": 338 cells, cold lane,
+# FP64-gated; docs/plans.md), rule changes chosen on its hash half 0 and scored on half 1:
+# rows too wide for COOP_RMS_SMALL (past COOP_MAX_CHUNKS_PER_SM x SM chunks of 2048) took
+# COOP_RMS at 4 warps, 12-16% behind the best plan at 4-128 x 1048576. 2 warps there (G16:
+# 4x1048576 15.9 us vs 17.0, 16x 44.8 vs 49.5), and once the rows give RMS_COOP_LOOP_MIN_PER_SM
+# programs per SM in 8192-wide chunks the looped cooperative chunks (COOP_SOFTMAX_LOOP's shape:
+# the second read from L2): 16x1048576 45.1 us vs 49.5, 96x 228.0 vs 262.3 (half 1: 32x 79.1 vs
+# 91.2, 64x 155.9 vs 180.7, 128x 301.6 vs 349.7).
+COOP_RMS = (4096, 2)
+RMS_COOP_LOOP_MIN_PER_SM = 8
+# G16: add_rms_norm's resident rows with bodies of at least 8192 load the weight with x and r
+# (``w_early``): half 0, 19 cells at 5120, 8193, 12288, 16384 and 32000: geometric mean 0.97x
+# the time (128x8193 7.2 us vs 8.0, 192x8193 8.3 vs 9.1, 128x5120 6.0 vs 6.6, 256x32000 19.0 vs
+# 19.9; 64x16384 7.7 vs 7.0 the loss); at body 4096 (2880) it is mixed (0.92-1.08x). Not for
+# rows with an edge past a body wider than RMS_W_EARLY_EDGE_MAX_BODY (32769: 128 rows 17.2 us
+# vs 14.9, 192 rows 25.7 vs 22.4; the edge's registers on top of the weight's).
+RMS_W_EARLY_MIN_BODY = 8192
+RMS_W_EARLY_EDGE_MAX_BODY = 16384
 # row_sum 16384/8: 4.01-4.17 TB/s at every width 50257-262144 (looped 4096/8: 3.49-4.32, worst
 # at ragged widths); 128x50257 1.72 vs 0.79 split, 100x65537 1.76 vs 1.28. Needs rows * chunks
 # >= SMs: 2x1048576 split 1.03 vs 0.89.
@@ -43,6 +60,15 @@ COOP_ROW_SUM = (16384, 8)
 COOP_SOFTMAX = (4096, 2)
 COOP_SOFTMAX_SMALL = (2048, 2)
 SOFTMAX_SMALL_L2_SHARE = 0.5
+# G16 (above; half 0 guiding, half 1 held out): 2048-wide chunks in one warp (64 elements a
+# thread, ex2 exps) beat both where a row has at most SOFTMAX_ONE_WARP_MAX_CHUNKS of them and
+# the rows give at least SOFTMAX_ONE_WARP_MIN_PER_SM programs per SM: half 0 128x32769 10.4 us
+# vs 11.1 (2048/2), 96x65537 12.3 vs 13.3, 256x65536 22.4 vs 24.2 (4096/2), 512x65537 40.1 vs
+# 42.8, 1024x65537 74.8 vs 80.2, 64x128256 15.2 vs 15.8; below that many programs 2 warps stay
+# ahead (64x32769 8.5 vs 9.0, 64x50257 9.9 vs 10.1). Past 64 chunks (151936, 262144) it loses.
+COOP_SOFTMAX_ONE_WARP = (2048, 1)
+SOFTMAX_ONE_WARP_MAX_CHUNKS = 64
+SOFTMAX_ONE_WARP_MIN_PER_SM = 14
 # rows5 sweep (results/rows5-h200/rows5.json, "S5"; experiments/rows5_sweep.py: BF16,
 # CUDA-graph replay, inputs rotated past 3x L2, FP64-gated; copy ceiling 4.20 TB/s there).
 # Few rows of widths past SPLIT_MIN_WIDTH whose body still fits RESIDENT_MAX: row_sum (rows < SM)
@@ -96,6 +122,9 @@ COOP_SOFTMAX_LOOP = dict(block=8192, num_warps=2, sub=2048, evict=True)
 # 5.0 vs 5.5); shorter rows stay cooperative (1x100003 4.7 vs 5.3 split, 1x65537 4.8 vs 5.4,
 # 1x50257 4.6 vs 5.1, 1x128256 4.8 vs 4.8).
 SOFTMAX_LOOP_L2X = 8
+# G16: rows wider than SOFTMAX_LOOP_WIDE take the looped chunks at any row count the split plan
+# does not take, inside L2 too (half 0: 16x1048576 27.1 us vs 32.9 for coop 4096/2, 4x1048576
+# 12.2 vs 12.6); until G16 only past L2.
 SOFTMAX_LOOP_WIDE = 262144
 SOFTMAX_SPLIT_MIN_CHUNKS = 32
 # G8 add_rms_norm: with 0.6-1 rows per SM (96 and 128 rows on 132 SMs) whose rows in flight fit

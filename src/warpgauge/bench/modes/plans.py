@@ -123,12 +123,17 @@ def rule_key(rows: int, width: int, sm_count: int, op: str = "", **geometry) -> 
 def checkout_choice(cell) -> str | None:
     """The key of the plan this checkout's rule picks for a grid cell (``regret.Cell``), with
     the SM count and L2 size of the run's device: how the rule as committed now scores on a
-    grid measured earlier."""
+    grid measured earlier. Where the run recorded its plans' reprs the plan is matched by repr
+    (a key the run did not measure comes back as ``unmeasured: <repr>``, scored as missing)."""
     if not cell.sm_count:
         return None
+    geometry = dict(l2_bytes=cell.l2_bytes, elem_bytes=cell.elem_bytes)
     try:
-        return rule_key(cell.rows, cell.width, cell.sm_count, cell.op, l2_bytes=cell.l2_bytes,
-                        elem_bytes=cell.elem_bytes)  # fmt: skip
+        if cell.reprs:  # the run's own names for its plans: match the plan itself
+            want = repr(rule_plan(cell.rows, cell.width, cell.sm_count, cell.op, **geometry))
+            hits = [k for k, r in cell.reprs.items() if r == want]
+            return hits[0] if hits else f"unmeasured: {want}"
+        return rule_key(cell.rows, cell.width, cell.sm_count, cell.op, **geometry)
     except ImportError:  # no triton here
         return None
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import statistics
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MISSING_REGRET = 1.0  # the fit's penalty for a cell whose chosen plan was not measured
 
@@ -39,6 +39,10 @@ class Cell:
     rule_key: str | None
     rule_us: float | None
     l2_bytes: int = 0  # the run's device (provenance), for scoring the checkout's rule
+    # plan key -> the forced plan's repr as the run recorded it: keys are assigned in candidate
+    # order (``_x2`` suffixes follow the rule's first choice), so another rule's plan is found
+    # among a run's providers by its repr, not by the key it would get today
+    reprs: dict = field(default_factory=dict, compare=False)
 
     @property
     def elem_bytes(self) -> int:
@@ -138,6 +142,7 @@ def load_cells(run_dir) -> list[Cell]:
         }
         if not times:
             continue
+        reprs = {n: ((provs[n].get("extra") or {}).get("plan_repr")) for n in times}
         extra = (rule or {}).get("extra") or {}
         ok_rule = rule is not None and rule["status"] == "ok"
         cells.append(Cell(
@@ -145,7 +150,7 @@ def load_cells(run_dir) -> list[Cell]:
             rows=int(case["shape"]["rows"]), width=int(case["shape"]["width"]),
             sm_count=int(extra.get("sm_count") or 0), times=times,
             rule_key=extra.get("plan"), rule_us=rule["device_time"]["median_us"] if ok_rule else None,
-            l2_bytes=l2,
+            l2_bytes=l2, reprs={n: r for n, r in reprs.items() if r},
         ))  # fmt: skip
     return cells
 
