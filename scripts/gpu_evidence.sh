@@ -770,6 +770,18 @@ case "${1:-}" in
     fi
     SPEC=0 bash "$0" s8a
     ;;
+  s18a)  # session 18, carries .whl, .resume and .peers/x1 .. x4 (results/ out of the index): the
+    # cu13 parts staged for s18b, then the plans grid resumed (RESUME=.resume/<id>, s8a's limits)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    SPEC=0 bash "$0" s8a
+    ;;
+  s18b)  # right after s18a, carries .whl, .peers/c, .peers/x5, .peers/x6: QuACK from the staged
+    # parts, then the whole default suite in one run (max-autotune skipped, as in run
+    # 20261202-023113-default: the suite's time budget)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_peers
+    bench_part default "${DEF_S:-500}" --max-minutes "${DEF_MIN:-7.2}" --skip compile_max_autotune
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
