@@ -782,6 +782,12 @@ case "${1:-}" in
     install_peers
     bench_part default "${DEF_S:-500}" --max-minutes "${DEF_MIN:-7.2}" --skip compile_max_autotune
     ;;
+  s18c)  # session 18, carries .whl, .resume and .peers/c: the plans grid resumed (RESUME=.resume/<id>),
+    # then the training steps of add_rms_norm (Liger and torch.compile, no QuACK) on the G16 rule
+    SPEC=0 bash "$0" s8a
+    install_peers
+    bench_part fwd-bwd-rms "${FB_S:-130}" --mode fwd_bwd --ops add_rms_norm --max-minutes "${FB_MIN:-1.7}"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
