@@ -1,10 +1,13 @@
-"""What the zeroed statistics slots of a cooperative launch cost (GPU probe, session 19).
+"""Self-clearing statistics slots against a fill kernel per launch (GPU, session 19).
 
-Each cooperative row kernel needs its slots zeroed before it runs (``_rows.coop_slots``:
-``torch.zeros``, one fill kernel in front of the row kernel). This probe times, in one CUDA
-graph per variant (cold lane of ``_cold.ColdLane`` and a warm lane without the flush), the
-public call ``A`` and the same call with one more ``torch.zeros`` of the slots' size in front
-``B``: ``B - A`` estimates what one fill node costs inside a graph. Prints one line per shape.
+Every cooperative row kernel needs its statistics slots zeroed before it runs. Until session 19
+each launch allocated them with ``torch.zeros`` (a fill kernel in front of the row kernel);
+with ``_rows.SELF_RESET`` the kernels clear the slots they used (``slots_done`` /
+``slots_clear``) and launches share one zeroed buffer per stream. This sweep times both in one
+process: one CUDA graph per variant holding one public call, cold lane (``_cold.ColdLane``:
+write+read flush before each replay) and warm lane (no flush), variants rotated sample by
+sample, median of ``SAMPLES``. Outputs are checked bit-identical between the variants and
+against an FP64 reference (max abs error printed). Prints one line per case.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ sys.path.insert(0, "experiments")
 from _cold import ColdLane  # noqa: E402
 
 import warpgauge as wg  # noqa: E402
+from warpgauge.kernels import _rows  # noqa: E402
+
+SAMPLES = 41
 
 
 def warm_medians(graphs, samples):
@@ -25,7 +31,7 @@ def warm_medians(graphs, samples):
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
     names = list(graphs)
     for i in range(samples):
-        for name in names[i % len(names):] + names[: i % len(names)]:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             ev[0].record()
             graphs[name].replay()
             ev[1].record()
@@ -34,36 +40,59 @@ def warm_medians(graphs, samples):
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def case(op, rows, width):
+    x = torch.randn(rows, width, device="cuda", dtype=torch.bfloat16)
+    if op == "softmax":
+        ref = torch.softmax(x.double(), -1)
+        return (lambda: wg.softmax(x)), ref
+    if op == "softmax_bwd":
+        y = torch.softmax(x.float(), -1).to(torch.bfloat16)
+        dy = torch.randn_like(x)
+        from warpgauge.kernels.softmax_backward import softmax_backward
+
+        yd = y.double()
+        ref = yd * (dy.double() - (yd * dy.double()).sum(-1, keepdim=True))
+        return (lambda: softmax_backward(y, dy)), ref
+    r = torch.randn_like(x)
+    w = torch.randn(width, device="cuda", dtype=torch.bfloat16)
+    h = (x.double() + r.double()).to(torch.bfloat16).double()
+    ref = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+    return (lambda: wg.add_rms_norm(x, r, w)[0]), ref
+
+
 def main() -> None:
     lane = ColdLane()
-    cases = [("softmax", 64, 131072), ("softmax", 16, 262144), ("softmax", 64, 128256),
-             ("softmax", 256, 65536), ("softmax", 1024, 65536), ("add_rms_norm", 8, 16384),
-             ("add_rms_norm", 64, 131072), ("row_sum", 64, 131072)]
+    cases = [
+        ("softmax", 16, 262144), ("softmax", 64, 131072), ("softmax", 64, 128256),
+        ("softmax", 64, 32769), ("softmax", 256, 65536), ("softmax", 1024, 65536),
+        ("softmax", 1024, 151936), ("softmax", 128, 1048576), ("softmax", 4096, 131072),
+        ("add_rms_norm", 8, 16384), ("add_rms_norm", 4, 32769), ("add_rms_norm", 64, 131072),
+        ("add_rms_norm", 16, 1048576), ("add_rms_norm", 4096, 131072),
+        ("softmax_bwd", 64, 131072), ("softmax_bwd", 1024, 65537),
+    ]  # fmt: skip
     for op, rows, width in cases:
-        x = torch.randn(rows, width, device="cuda", dtype=torch.bfloat16)
-        r = torch.randn_like(x)
-        w = torch.randn(width, device="cuda", dtype=torch.bfloat16)
-        if op == "softmax":
-            fn = lambda x=x: wg.softmax(x)  # noqa: E731
-        elif op == "row_sum":
-            fn = lambda x=x: wg.row_sum(x)  # noqa: E731
-        else:
-            fn = lambda x=x, r=r, w=w: wg.add_rms_norm(x, r, w)  # noqa: E731
-        slots = rows * 64
-
-        def fn2(fn=fn, slots=slots):
-            torch.zeros(slots, dtype=torch.int64, device="cuda")
-            return fn()
-
-        ga, _ = lane.graph(fn)
-        gb, _ = lane.graph(fn2)
-        gz, _ = lane.graph(lambda slots=slots: torch.zeros(slots, dtype=torch.int64, device="cuda"))
-        cold = lane.medians({"A": ga, "B": gb, "Z": gz}, 41)
-        warm = warm_medians({"A": ga, "B": gb, "Z": gz}, 41)
-        print(f"{op} {rows}x{width}: cold A {cold['A']:.2f} B {cold['B']:.2f} "
-              f"(+{cold['B'] - cold['A']:.2f}) zeros-only {cold['Z']:.2f} | warm A {warm['A']:.2f} "
-              f"B {warm['B']:.2f} (+{warm['B'] - warm['A']:.2f}) zeros-only {warm['Z']:.2f}",
-              flush=True)
+        fn, ref = case(op, rows, width)
+        graphs, outs = {}, {}
+        for name, flag in (("fill", False), ("self", True)):
+            _rows.SELF_RESET = flag
+            graphs[name], outs[name] = lane.graph(fn)
+        _rows.SELF_RESET = True
+        for g in graphs.values():
+            g.replay()
+            g.replay()
+        torch.cuda.synchronize()
+        same = torch.equal(outs["fill"], outs["self"])
+        err = (outs["self"].double() - ref).abs().max().item()
+        cold = lane.medians(graphs, SAMPLES)
+        warm = warm_medians(graphs, SAMPLES)
+        print(
+            f"{op} {rows}x{width}: cold fill {cold['fill']:.2f} self {cold['self']:.2f} "
+            f"({cold['self'] / cold['fill']:.3f}) | warm fill {warm['fill']:.2f} "
+            f"self {warm['self']:.2f} ({warm['self'] / warm['fill']:.3f}) | "
+            f"bit-identical {same} max-err {err:.2e}",
+            flush=True,
+        )
+        del graphs, outs
 
 
 if __name__ == "__main__":

@@ -31,6 +31,9 @@
 # `/results/` in .git/info/exclude; the device runs need no committed results), x1-x4 in one
 # `stash` call and x5 with .whl and .peers/c in the timing call; afterwards `git reset -q
 # results` and the exclude line removed restored the index. Check `git status` is clean after.
+# Restore the index BEFORE ANY COMMIT (`git reset -q results && sed -i '\#^/results/$#d'
+# .git/info/exclude`): a commit made while results/ is out of the index deletes every committed
+# run (590c324 did; 0f24eb6 restored them).
 set -uo pipefail
 [ "${1:-}" = prep-quack ] && [ -n "${2:-}" ] && set -- "$1" "$(realpath "$2")"
 cd "$(dirname "$0")/.."
