@@ -791,6 +791,24 @@ case "${1:-}" in
     install_peers
     bench_part fwd-bwd-rms "${FB_S:-130}" --mode fwd_bwd --ops add_rms_norm --max-minutes "${FB_MIN:-1.7}"
     ;;
+  s19c)  # session 19, carries .whl and .peers/x1 .. x4 (results/ out of the index): the cu13 parts
+    # staged for s19d, the GPU row tests, then the latency-bound plans grid (tuning/plans_small19.toml,
+    # warm and cold) on the P19 rule
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_wheels
+    d="$OUT/gputests19c"; mkdir -p "$d"
+    timeout -k 10 "${TESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider -rfE \
+      tests/gpu/test_rows_gpu.py tests/test_coop_slots.py >"$d/rows.log" 2>&1; echo "exit $?" >>"$d/rows.log"
+    tail -n 3 "$d/rows.log"; pack gputests19c
+    bench_part small "${SMALL_S:-200}" --suite tuning/plans_small19.toml --max-minutes "${SMALL_MIN:-2.8}"
+    ;;
+  s19d)  # right after s19c, carries .whl, .peers/c, .peers/x5, .peers/x6: QuACK from the staged
+    # parts, then the default suite's add_rms_norm cases (max-autotune skipped)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_peers
+    bench_part default "${DEF_S:-300}" --ops add_rms_norm --max-minutes "${DEF_MIN:-4.0}" \
+      --skip compile_max_autotune
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

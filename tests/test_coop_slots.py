@@ -13,6 +13,7 @@ calls after the first are checked against FP64.
 import pytest
 import torch
 
+from warpgauge._device import interpreter_enabled
 from warpgauge.kernels import _launch, _rows
 from warpgauge.kernels import rmsnorm as rms_k
 from warpgauge.kernels import row_sum as row_sum_k
@@ -76,8 +77,13 @@ def test_add_rms_norm_and_backward_clear_their_slots(eager, device):
         assert int(_buffer().count_nonzero()) == 0
 
 
+@pytest.mark.skipif(
+    not interpreter_enabled(),
+    reason="on a GPU the row-mate's own publish overwrites the stale slot before most reads",
+)
 def test_a_stale_slot_would_be_read(eager, device):
-    """The check above can fail: a buffer holding a stale statistic gives a wrong softmax."""
+    """The check above can fail: a buffer holding a stale statistic gives a wrong softmax (under
+    the interpreter, where the programs that read it run before its owner publishes)."""
     x = torch.randn(2, 1001).to(torch.bfloat16).to(device)
     plan = RowPlan.coop(256, 2)
     softmax_k.softmax(x, plan=plan)

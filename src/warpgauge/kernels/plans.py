@@ -42,6 +42,8 @@ from .plans_wide import (
     RMS_LOOPED_ROWS_PER_SM,
     RMS_W_EARLY_EDGE_MAX_BODY,
     RMS_W_EARLY_MIN_BODY,
+    RMS_W_EARLY_ROWS_PER_SM,
+    RMS_W_LATE_ROWS_PER_SM,
     SOFTMAX_BWD_CANDIDATES,
     SOFTMAX_BWD_COOP,
     SOFTMAX_BWD_COOP_LOOP,
@@ -450,7 +452,12 @@ class RowPlan:
                 warps = UNALIGNED_WARPS["rms"] if unaligned and body in (8192, 16384) else None
                 plan = cls.resident(width, num_warps=warps)
                 edge = width > body and body > RMS_W_EARLY_EDGE_MAX_BODY
-                return replace(plan, w_early=body >= RMS_W_EARLY_MIN_BODY and not edge)
+                if body >= RMS_W_EARLY_MIN_BODY:  # P19: not at 16384 with few rows
+                    few = rows <= RMS_W_LATE_ROWS_PER_SM * sm_count
+                    early = not edge and not (body == 16384 and few)
+                else:  # P19: narrower bodies in at most RMS_W_EARLY_ROWS_PER_SM x SM rows
+                    early = rows <= RMS_W_EARLY_ROWS_PER_SM * sm_count
+                return replace(plan, w_early=early)
             if op == "softmax_bwd" and body in SOFTMAX_BWD_PARTIAL_BODIES and width < body:
                 return cls.resident(width, num_warps=_softmax_warps(body))
             if op == "rms_bwd":

@@ -40,6 +40,19 @@ RMS_COOP_LOOP_MIN_PER_SM = 8
 # vs 14.9, 192 rows 25.7 vs 22.4; the edge's registers on top of the weight's).
 RMS_W_EARLY_MIN_BODY = 8192
 RMS_W_EARLY_EDGE_MAX_BODY = 16384
+# The plans grid at latency-bound sizes (results/20261203-135200-plans_small19, "P19": warm and
+# cold lanes, tuning/plans_small19.toml; read with the G16 grid's cold cells): bodies below
+# RMS_W_EARLY_MIN_BODY load the weight early too where the rows are at most
+# RMS_W_EARLY_ROWS_PER_SM x SM (one or two waves of programs): widths 127-4096 at 1-128 rows,
+# time with / without faster in 37 of 40 cells, geometric mean 0.940, 0.76-1.03 (1x1024 warm
+# 1.35 us vs 1.46, 8x2048 cold 4.80 vs 5.12, 128x4096 warm 2.12 vs 2.28; 32x4096 cold 5.41 vs
+# 5.25 and 32x127, 128x127 cold the losses); G16 2880 at 1-256 rows 0.79-1.06 (96x2880 4.90 vs
+# 6.22); at 1024 rows it loses (1024x4096 warm 8.18 vs 6.61, 1024x2880 cold 10.59 vs 9.55).
+# Body 16384 in at most RMS_W_LATE_ROWS_PER_SM x SM rows keeps the late load: 1-32 x 16384
+# faster in 7 of 8 cells, geometric mean 0.965 (8x16384 warm 3.06 us vs 3.26, 1x16384 warm 2.92
+# vs 3.08); G16 cold 1-32 x 16384 0.95-1.00, at 12288 mixed (0.95-1.05).
+RMS_W_EARLY_ROWS_PER_SM = 2.0
+RMS_W_LATE_ROWS_PER_SM = 0.25
 # row_sum 16384/8: 4.01-4.17 TB/s at every width 50257-262144 (looped 4096/8: 3.49-4.32, worst
 # at ragged widths); 128x50257 1.72 vs 0.79 split, 100x65537 1.76 vs 1.28. Needs rows * chunks
 # >= SMs: 2x1048576 split 1.03 vs 0.89.
