@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -208,3 +209,19 @@ def test_stability_log_from_two_fake_runs(tmp_path):
     assert summ["n_agree"] == summ["n_ratios"] - len(moved)
     assert json.loads(path.read_text())["fraction_agree"] == pytest.approx(summ["fraction_agree"])
     assert "ratios agree within 10%" in (tmp_path / f"{dirs[0].name}-stability.md").read_text()
+
+
+def test_noise_matches_plans_by_recorded_repr():
+    """Between two runs whose rules differ, a key can name another plan (the rule's own plan
+    is the unsuffixed key): noise pairs the plans by their recorded reprs, by key without them."""
+    early, late = "RowPlan(w_early=True)", "RowPlan(w_early=False)"
+    a = Cell("add_rms_norm", "bfloat16", "1x4096", "warm", 1, 4096, SM,
+             {"resident_4096": 2.0, "resident_4096_x2": 1.0}, "resident_4096", 2.0,
+             reprs={"resident_4096": late, "resident_4096_x2": early})  # fmt: skip
+    b = Cell("add_rms_norm", "bfloat16", "1x4096", "warm", 1, 4096, SM,
+             {"resident_4096": 1.0, "resident_4096_x2": 2.0}, "resident_4096", 1.0,
+             reprs={"resident_4096": early, "resident_4096_x2": late})  # fmt: skip
+    assert regret.noise([a], [b]) == {"n": 2, "median": 0.0, "p90": 0.0}
+    a, b = (dataclasses.replace(c, reprs={}) for c in (a, b))  # no reprs recorded: by key
+    n = regret.noise([a], [b])
+    assert n["n"] == 2 and n["median"] == pytest.approx(0.75)

@@ -198,6 +198,17 @@ def split_vs_loop(cells) -> list[dict]:
     return rows
 
 
+def _same_plans(c: Cell, o: Cell) -> list[tuple[str, str]]:
+    """(key in c, key in o) of the plans both cells timed. By the recorded reprs where both runs
+    have them: a rule change between the runs can swap which plan a key names (the unsuffixed
+    key is the rule's own plan, ``_x2`` its twin: session 19's ``w_early`` change did in every
+    cell it touched); else by key."""
+    if c.reprs and o.reprs:
+        where = {r: k for k, r in o.reprs.items() if k in o.times}
+        return [(k, where[r]) for k, r in c.reprs.items() if k in c.times and r in where]
+    return [(k, k) for k in c.times if k in o.times]
+
+
 def noise(a: list[Cell], b: list[Cell]) -> dict:
     """Run-to-run change of the same plan in the same cell: median and p90 of |t_a / t_b - 1|."""
     idx = {(c.op, c.dtype, c.label, c.lane): c for c in b}
@@ -206,7 +217,7 @@ def noise(a: list[Cell], b: list[Cell]) -> dict:
         o = idx.get((c.op, c.dtype, c.label, c.lane))
         if o is None:
             continue
-        d += [abs(t / o.times[k] - 1.0) for k, t in c.times.items() if k in o.times]
+        d += [abs(c.times[k] / o.times[j] - 1.0) for k, j in _same_plans(c, o)]
     if not d:
         return {"n": 0, "median": None, "p90": None}
     s = sorted(d)
