@@ -779,7 +779,7 @@ case "${1:-}" in
     SPEC=0 bash "$0" s8a
     ;;
   s18b)  # right after s18a, carries .whl, .peers/c, .peers/x5, .peers/x6: QuACK from the staged
-    # parts, then the whole default suite in one run (max-autotune skipped, as in run
+    # parts, then the whole default suite in one run (max-autotune with CUDA graphs skipped, as in run
     # 20261202-023113-default: the suite's time budget)
     mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
     install_peers
@@ -803,7 +803,7 @@ case "${1:-}" in
     bench_part small "${SMALL_S:-200}" --suite tuning/plans_small19.toml --max-minutes "${SMALL_MIN:-2.8}"
     ;;
   s19d)  # right after s19c, carries .whl, .peers/c, .peers/x5, .peers/x6: QuACK from the staged
-    # parts, then the default suite's add_rms_norm cases (max-autotune skipped)
+    # parts, then the default suite's add_rms_norm cases (max-autotune with CUDA graphs skipped)
     mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
     install_peers
     bench_part default "${DEF_S:-300}" --ops add_rms_norm --max-minutes "${DEF_MIN:-4.0}" \
