@@ -255,8 +255,27 @@ def test_replay_device_time_keeps_the_host_ahead():
     graph = backend.capture(lambda: clock.advance(3e-6), 1)
     backend.log.clear()
     assert timing.replay_device_us(backend, graph) == pytest.approx(3.0)
-    # two flushes keep the device busy before the first start event
-    assert backend.log[:3] == ["sync", "flush", "flush"]
+    # an untimed replay first (a fresh graph's slow first launch), then two flushes keep the
+    # device busy before the first start event
+    assert backend.log[:4] == ["sync", "sync", "flush", "flush"]
+
+
+def test_replay_device_time_is_the_shortest_interval():
+    """A host gap lengthens one interval (and, in the median of five, could have set the warm
+    graph's size from 3 of them): the sizing takes the shortest replay."""
+    clock = FakeClock()
+    backend = FakeBackend(clock)
+    n = {"replays": 0}
+
+    def call():
+        n["replays"] += 1
+        # the first three timed replays (after the untimed one) wait 15 us for the host
+        clock.advance(3e-6 + (15e-6 if n["replays"] in (3, 4, 5) else 0.0))
+
+    graph = backend.capture(call, 1)
+    n["replays"] = 1  # capture's warm-up and captured call
+    assert timing.replay_device_us(backend, graph) == pytest.approx(3.0)
+    assert n["replays"] == 1 + 1 + 5
 
 
 def test_batch_size_spreads_samples_over_rounds():

@@ -379,10 +379,18 @@ def estimate_us(backend: Backend, fn: Callable[[], Any], calls: int = 3) -> floa
 
 
 def replay_device_us(backend: Backend, graph: Callable[[], None], n: int = 5) -> float:
-    """Device time of one replay of ``graph`` (median of ``n``), with the host kept ahead of the
-    device: two L2 flushes are enqueued first, so the replays are already queued when the device
-    reaches the first start event and the intervals hold no host launch time. (Timing replays
-    back to back on an idle device would measure the host's launch path for short graphs.)"""
+    """Device time of one replay of ``graph`` (the shortest of ``n``), with the host kept ahead
+    of the device: two L2 flushes are enqueued first, so the replays are already queued when the
+    device reaches the first start event and the intervals hold no host launch time. (Timing
+    replays back to back on an idle device would measure the host's launch path for short
+    graphs.) One untimed replay goes first: a freshly captured graph's first launch is slow on
+    the host, and a host that falls behind puts its gap inside the interval. The shortest, not
+    the median: a gap only ever lengthens an interval, and in session 19's small-size grids a
+    median still read 3-6x the device time for some providers (add_rms_norm 32x127 warm: 18.8
+    us against 3.5 for the same kernel as another provider), which gave their warm graphs 11
+    calls instead of 50 and each call ~0.4 us more of the replay's launch latency."""
+    backend.sync()
+    graph()
     backend.sync()
     backend.flush()
     backend.flush()
@@ -392,8 +400,7 @@ def replay_device_us(backend: Backend, graph: Callable[[], None], n: int = 5) ->
         graph()
         backend.record(ev[2 * i + 1])
     backend.sync()
-    xs = sorted(backend.elapsed_us(ev[2 * i], ev[2 * i + 1]) for i in range(n))
-    return xs[len(xs) // 2]
+    return min(backend.elapsed_us(ev[2 * i], ev[2 * i + 1]) for i in range(n))
 
 
 def measure_flush_us(backend: Backend, n: int = 5) -> float:
