@@ -141,7 +141,7 @@ def test_plan_rule():
                                (128, 32000, True), (128, 32769, False), (4096, 2880, False),
                                (4096, 4096, False), (264, 4096, True), (265, 4096, False),
                                (1, 127, True), (128, 2880, True), (1024, 1024, False),
-                               (33, 16384, True), (32, 16384, False), (8, 12288, False),
+                               (34, 16384, True), (33, 16384, False), (8, 12288, False),
                                (1, 8192, True)):  # fmt: skip
         assert RowPlan.for_shape(rows, width, 132, "rms").w_early is early, (rows, width)
         assert not RowPlan.for_shape(rows, width, 132, "softmax").w_early
