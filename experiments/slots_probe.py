@@ -1,5 +1,8 @@
 """Self-clearing statistics slots against a fill kernel per launch (GPU, session 19).
 
+Runs at commits 4b88fd7 to f15af3b only: the self-clearing mechanism it measures
+(``_rows.SELF_RESET``) was measured no faster and removed after (the CHANGELOG's session 19).
+
 Every cooperative row kernel needs its statistics slots zeroed before it runs. Until session 19
 each launch allocated them with ``torch.zeros`` (a fill kernel in front of the row kernel);
 with ``_rows.SELF_RESET`` the kernels clear the slots they used (``slots_done`` /

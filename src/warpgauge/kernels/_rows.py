@@ -23,7 +23,6 @@ import torch
 import triton
 import triton.language as tl
 
-from . import _launch
 from ._launch import row_plan, zeros
 from .plans import RowPlan
 
@@ -98,35 +97,6 @@ def wait_slots(slot_ptr, spin, G: tl.constexpr, GP: tl.constexpr, NAP: tl.conste
     return v, missing
 
 
-@triton.jit
-def slots_done(cnt_ptr, RESET: tl.constexpr):
-    """Cooperative plans with self-clearing slots (``RESET``): count this program's read of its
-    row's slots on the row's counter (``cnt_ptr``, the int64 after the launch's slots, see
-    ``coop_slots``). A release atomic: the slot loads before it are done when it counts. Call it
-    once the statistics are merged; the count it returns is needed only by ``slots_clear`` at the
-    program's end, so its round trip overlaps the write pass."""
-    if RESET:
-        n = tl.atomic_add(cnt_ptr, 1, sem="release")
-    else:
-        n = 0
-    return n
-
-
-@triton.jit
-def slots_clear(slots, cnt_ptr, n, G: tl.constexpr, GP: tl.constexpr, RESET: tl.constexpr):
-    """The last of a row's ``G`` programs to count (``n == G - 1``, from ``slots_done``) zeroes
-    the row's slots and counter again: a launch leaves its slots as it found them, so a cached
-    buffer serves the next launch on the stream without a fill kernel before it. Every program
-    of the row has read the slots by then (a program that timed out and computed a row-mate's
-    statistics itself still counts once; the late row-mate counts after it), so nothing reads a
-    cleared slot. The acquire exchange orders the clearing stores after the counts."""
-    if RESET:  # noqa: SIM102 (RESET is a compile-time constant, n a runtime value)
-        if n == G - 1:
-            tl.atomic_xchg(cnt_ptr, 0, sem="acquire")
-            k = tl.arange(0, GP)
-            tl.store(slots + k, tl.zeros([GP], tl.int64), mask=k < G)
-
-
 def coop_spin() -> int:
     """Polls a cooperative program makes before computing missing statistics itself: none under
     the interpreter (programs run one after another there), else about 1e6 (~1 s of polling:
@@ -136,56 +106,10 @@ def coop_spin() -> int:
     return 0 if interpreter_enabled() else 1 << 20
 
 
-# Cooperative launches' slots (``coop_slots``): with SELF_RESET the kernels clear what they used
-# (``slots_done`` / ``slots_clear``, RESET=True) and launches of up to SLOTS_CACHED int64s (rows x
-# (chunks + 1): 512 KB) share one zeroed buffer per (device, stream), so the launch needs no fill
-# kernel before it. Larger launches (thousands of wide rows, hundreds of microseconds) and traced
-# or capturing calls without a buffer yet take a fresh ``torch.zeros`` (they clear it too).
-# Off: measured on the H200 (results/slots19-h200/slots_ab.log, experiments/slots_probe.py: one
-# CUDA graph per variant, cold and warm, 41 samples rotated, outputs bit-identical) it saves
-# nothing, since a fill node in a graph costs almost no device time: softmax 0.994-1.028x the
-# fill's time over 9 cases (64x131072 15.07 us vs 14.66 cold), add_rms_norm 0.988-1.027x, and
-# the softmax backward 1.08-1.10x slower (64x131072 20.99 vs 19.07: the release atomic before
-# its write pass).
-SELF_RESET = False
-SLOTS_CACHED = 1 << 16
-_SLOTS: dict = {}
-
-
-def coop_slots(rows: int, chunks: int, device, reset: bool = True) -> torch.Tensor:
-    """Zeroed statistics slots for a cooperative launch: one int64 per program, then one counter
-    per row (``slots_done``). The cached buffer of the current stream when SELF_RESET allows it
-    and the kernel clears its slots (``reset``: it runs with RESET=True), registered in
-    ``_launch.WORKSPACES`` so a replay passes it as a constant pointer; else a fresh one from
-    ``_launch.zeros`` (a replay allocates it zeroed again). (row_sum's cooperative kernel does
-    not clear: only its chunk-0 program reads the slots, and a row-mate it timed out on
-    publishes after it.)"""
-    n = rows * (chunks + 1)
-    if reset and SELF_RESET and n <= SLOTS_CACHED and not _tracing():
-        stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-        key = (str(device), stream)
-        buf = _SLOTS.get(key)
-        if buf is None and not (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
-            # (not during a CUDA-graph capture: the fill would run only when the graph replays)
-            buf = _SLOTS[key] = torch.zeros(SLOTS_CACHED, dtype=torch.int64, device=device)
-            _launch.WORKSPACES[buf.data_ptr()] = stream
-        if buf is not None:
-            return buf[:n]
-    return zeros(n, torch.int64, device)
-
-
-def coop_reset() -> bool:
-    """The RESET argument of cooperative kernels (``SELF_RESET``, read per launch)."""
-    return SELF_RESET
-
-
-def _tracing() -> bool:
-    """torch.compile or ``wrap_triton`` tracing, or fake tensors: no real buffer to hand out."""
-    if torch.compiler.is_compiling() or (
-        _launch._wrap_enabled is not None and _launch._wrap_enabled()
-    ):
-        return True
-    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None
+def coop_slots(rows: int, chunks: int, device) -> torch.Tensor:
+    """Zeroed statistics slots for a cooperative launch (one int64 per program), allocated with
+    ``_launch.zeros`` so a repeated call replays (a zeroed allocation, then the launch)."""
+    return zeros(rows * chunks, torch.int64, device)
 
 
 def align_for(n: int, x_stride: int, *strides: int) -> bool:
@@ -217,9 +141,6 @@ __all__ = [
     "wait_slots",
     "coop_spin",
     "coop_slots",
-    "slots_done",
-    "coop_reset",
-    "slots_clear",
     "EDGE",
     "body_span",
     "edge_index",

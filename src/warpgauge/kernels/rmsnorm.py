@@ -27,14 +27,11 @@ from ._launch import empty, empty_rows_like, launch
 from ._rows import (
     align_for,
     body_span,
-    coop_reset,
     coop_slots,
     coop_spin,
     edge_index,
     pack2,
     plan_for,
-    slots_clear,
-    slots_done,
     stride8,
     unpack2,
     wait_slots,
@@ -310,9 +307,7 @@ def _rms_coop(
     ALIGN: tl.constexpr,
     S8: tl.constexpr,
     W_EARLY: tl.constexpr = False,
-    RESET: tl.constexpr = False,
 ):
-    # RESET: the row's last program to read the slots clears them (``_rows.slots_clear``).
     # W_EARLY: w's chunk is loaded before the exchange, so its latency hides behind the wait.
     # Cooperative split: program pid takes chunk pid % G of row pid // G, keeps h in registers,
     # publishes the chunk's sum of squares (with a marker word, so a slot is never 0), waits for
@@ -359,8 +354,6 @@ def _rms_coop(
     _one, sv = unpack2(v)
     total = tl.sum(tl.where(k < G, sv, 0.0), 0)
     rstd = 1.0 / tl.sqrt(total / N + tl.cast(eps, tl.float32))
-    cnt = slot_ptr + n_rows.to(tl.int64) * G + row
-    done = slots_done(cnt, RESET)
     if not W_EARLY:
         w = tl.load(w_ptr + head + idx, mask=m, other=0.0)
     y = (h.to(tl.float32) * rstd * w.to(tl.float32)).to(y_ptr.dtype.element_ty)
@@ -370,7 +363,6 @@ def _rms_coop(
             we = tl.load(w_ptr + ecol, mask=emc, other=0.0)
         ye = (he.to(tl.float32) * rstd * we.to(tl.float32)).to(y_ptr.dtype.element_ty)
         tl.store(y_ptr + ob + ecol, ye, mask=emc)
-    slots_clear(slots, cnt, done, G, GP, RESET)
 
 
 @triton.jit(do_not_specialize=["chunk", "n_chunks"])
@@ -488,14 +480,14 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
         g = p.coop_chunks(n, align)
         launch(_rms_coop_loop, (rows * g,), x2, r2, weight, y, h, coop_slots(rows, g, x.device),
             xs, rs, rows, eps, coop_spin(), N=n, G=g, GP=triton.next_power_of_2(g), ALIGN=align,
-            S8=s8, RESET=coop_reset(), num_warps=p.num_warps, **coop_loop_args(p),
+            S8=s8, num_warps=p.num_warps, **coop_loop_args(p),
         )  # fmt: skip
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)
         launch(_rms_coop, (rows * g,), x2, r2, weight, y, h, coop_slots(rows, g, x.device),
             xs, rs, rows, eps, coop_spin(), N=n, BLOCK=p.block, G=g,
             GP=triton.next_power_of_2(g), ALIGN=align, S8=s8, W_EARLY=p.w_early,
-            RESET=coop_reset(), num_warps=p.num_warps, **reg_cap(p),
+            num_warps=p.num_warps, **reg_cap(p),
         )  # fmt: skip
     elif p.kind == "looped":
         grid = (p.programs(rows, device_info(x.device).sm_count),)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._rows import body_span, edge_index, pack2, slots_clear, slots_done, unpack2, wait_slots
+from ._rows import body_span, edge_index, pack2, unpack2, wait_slots
 
 
 @triton.jit
@@ -70,9 +70,7 @@ def _rms_coop_loop(
     STAGES: tl.constexpr,
     EV_KEEP: tl.constexpr,
     EV_DROP: tl.constexpr,
-    RESET: tl.constexpr = False,
 ):
-    # RESET: the row's last program to read the slots clears them (``_rows.slots_clear``).
     # Program pid takes chunk pid % G of row pid // G (adjacent programs, dispatched together),
     # publishes its sum of squares with a marker word (a slot is never 0), waits for the row's
     # other chunks (computing any still missing after ``spin`` polls itself), adds them in chunk
@@ -114,8 +112,6 @@ def _rms_coop_loop(
     _one, sv = unpack2(v)
     total = tl.sum(tl.where(k < G, sv, 0.0), 0)
     rstd = 1.0 / tl.sqrt(total / N + tl.cast(eps, tl.float32))
-    cnt = slot_ptr + n_rows.to(tl.int64) * G + row
-    done = slots_done(cnt, RESET)
     tl.debug_barrier()  # h written above by other threads of this program becomes visible
     offs = tl.arange(0, SUB)
     for q in tl.range(0, BLOCK, SUB, num_stages=STAGES):
@@ -130,7 +126,6 @@ def _rms_coop_loop(
         he = tl.load(h_ptr + ob + ecol, mask=emc, other=0.0).to(tl.float32)
         we = tl.load(w_ptr + ecol, mask=emc, other=0.0).to(tl.float32)
         tl.store(y_ptr + ob + ecol, (he * rstd * we).to(y_ptr.dtype.element_ty), mask=emc)
-    slots_clear(slots, cnt, done, G, GP, RESET)
 
 
 def launch_args(p) -> dict:

@@ -272,8 +272,7 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
         )  # fmt: skip
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)
-        launch(_row_sum_coop, (rows * g,), x2, y, coop_slots(rows, g, x.device, reset=False),
-            stride, rows,
+        launch(_row_sum_coop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride, rows,
             coop_spin(), N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g), ALIGN=align,
             S8=s8, EV=ev, num_warps=p.num_warps,
         )  # fmt: skip

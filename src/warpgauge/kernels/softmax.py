@@ -23,7 +23,6 @@ from ._launch import empty, empty_rows_like, launch
 from ._rows import (
     align_for,
     body_span,
-    coop_reset,
     coop_slots,
     coop_spin,
     edge_index,
@@ -385,15 +384,14 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
         g = p.coop_chunks(n, align)
         launch(_softmax_coop_loop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride,
             rows, coop_spin(), N=n, G=g, GP=triton.next_power_of_2(g), ALIGN=align, S8=s8,
-            RESET=coop_reset(), num_warps=p.num_warps, **coop_loop_args(p), **reg_cap(p),
+            num_warps=p.num_warps, **coop_loop_args(p), **reg_cap(p),
         )  # fmt: skip
     elif p.kind == "coop" and p.programs_per_sm:
         g = p.coop_chunks(n, align)
         args = (x2, y, coop_slots(rows, g, x.device), stride, rows, coop_spin())
         meta = dict(N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g), ALIGN=align, S8=s8,
                     FAST=p.fast_exp, ASM=p.fast_exp and use_asm(),
-                    DEPTH=2 if p.stages >= 2 else 1, RESET=coop_reset(), num_warps=p.num_warps,
-                    **reg_cap(p))  # fmt: skip
+                    DEPTH=2 if p.stages >= 2 else 1, num_warps=p.num_warps, **reg_cap(p))  # fmt: skip
         per_sm = min(p.programs_per_sm, _pf_fit(args, meta, x.device))
         lanes = min(rows, max(1, per_sm * device_info(x.device).sm_count // g))
         launch(_softmax_coop_pf, (lanes * g,), *args, **meta)
@@ -402,7 +400,7 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
         launch(_softmax_coop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride, rows,
             coop_spin(), N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g), ALIGN=align,
             S8=s8, FAST=p.fast_exp, ASM=p.fast_exp and use_asm(), HOLD=p.hold_x,
-            NAP=p.nap if use_asm() else 0, RESET=coop_reset(), num_warps=p.num_warps, **reg_cap(p),
+            NAP=p.nap if use_asm() else 0, num_warps=p.num_warps, **reg_cap(p),
         )  # fmt: skip
     elif p.kind == "looped":
         grid = (p.programs(rows, device_info(x.device).sm_count),)

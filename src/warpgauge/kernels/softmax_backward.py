@@ -27,14 +27,11 @@ from ._launch import empty, launch
 from ._rows import (
     align_for,
     body_span,
-    coop_reset,
     coop_slots,
     coop_spin,
     edge_index,
     pack2,
     plan_for,
-    slots_clear,
-    slots_done,
     unpack2,
     wait_slots,
 )
@@ -199,9 +196,7 @@ def _softmax_bwd_coop(
     HOLD: tl.constexpr,
     EV_KEEP: tl.constexpr,
     EV_DROP: tl.constexpr,
-    RESET: tl.constexpr = False,
 ):
-    # RESET: the row's last program to read the slots clears them (``_rows.slots_clear``).
     # Program pid takes chunk pid % G of row pid // G (a row's programs are adjacent in the grid,
     # so they run together). HOLD: the chunk's y and dy stay in registers (SUB == BLOCK); else
     # they are read again slice by slice after the exchange. A program whose row-mates are not
@@ -244,8 +239,6 @@ def _softmax_bwd_coop(
                 v = tl.where(k == j, pack2(one, pj), v)
     _one, pv = unpack2(v)
     dot = tl.sum(tl.where(k < G, pv, 0.0), 0)
-    cnt = slot_ptr + n_rows.to(tl.int64) * G + row
-    done = slots_done(cnt, RESET)
     if HOLD:
         tl.store(dx_ptr + start + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=bm)
         tl.store(dx_ptr + base + ecol, (ye * (dye - dot)).to(dx_ptr.dtype.element_ty), mask=emc)
@@ -264,7 +257,6 @@ def _softmax_bwd_coop(
         dye2 = tl.load(dy_ptr + base + ecol, mask=emc2, other=0.0).to(tl.float32)
         tl.store(dx_ptr + base + ecol, (ye2 * (dye2 - dot)).to(dx_ptr.dtype.element_ty),
                  mask=emc2)  # fmt: skip
-    slots_clear(slots, cnt, done, G, GP, RESET)
 
 
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = None):
@@ -290,7 +282,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = N
         launch(_softmax_bwd_coop, (rows * g,), y, dy, dx, coop_slots(rows, g, y.device), rows,
             coop_spin(), N=n, BLOCK=p.block, SUB=p.sub or p.block, G=g,
             GP=triton.next_power_of_2(g), ALIGN=align, HOLD=not p.sub, EV_KEEP=keep,
-            EV_DROP=drop, RESET=coop_reset(), num_warps=p.num_warps,
+            EV_DROP=drop, num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "resident":
         align = p.align and align_for(n, n)

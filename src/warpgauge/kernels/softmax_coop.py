@@ -28,7 +28,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._rows import body_span, edge_index, pack2, slots_clear, slots_done, unpack2, wait_slots
+from ._rows import body_span, edge_index, pack2, unpack2, wait_slots
 
 
 @triton.jit
@@ -200,9 +200,7 @@ def _softmax_coop_loop(
     FMA: tl.constexpr = 0,
     FAST: tl.constexpr = False,
     ASM: tl.constexpr = False,
-    RESET: tl.constexpr = False,
 ):
-    # RESET: the row's last program to read the slots clears them (``_rows.slots_clear``).
     # Program pid takes chunk pid % G of row pid // G (a row's programs are adjacent in the
     # grid, so they run together); publishes the chunk's (max, sum) as one int64 (never 0, see
     # softmax._softmax_coop), waits for the row's other chunks (computing any still missing
@@ -246,8 +244,6 @@ def _softmax_coop_loop(
     # the exponent and the 2^24 keeping outputs below 2^-126 exact; tot == 0 (an all -inf row):
     # an exponent of -inf, zeros; tot NaN: NaN.
     lt = tl.where(tot == 0, float("inf"), tl.log2(tot)) - 24.0
-    cnt = slot_ptr + n_rows.to(tl.int64) * G + row
-    done = slots_done(cnt, RESET)
     offs = tl.arange(0, SUB)
     for q in tl.range(0, _chunk_len(c, blen, BLOCK), SUB, num_stages=STAGES):
         idx = c * BLOCK + q + offs
@@ -262,7 +258,6 @@ def _softmax_coop_loop(
         emc = em & (ecol < tl.where(c == 0, N, 0))
         xe = tl.load(x_ptr + xb + ecol, mask=emc, other=float("-inf")).to(tl.float32)
         tl.store(y_ptr + xb + ecol, (tl.exp(xe - shift) * inv).to(y_ptr.dtype.element_ty), mask=emc)
-    slots_clear(slots, cnt, done, G, GP, RESET)
 
 
 @triton.jit
@@ -374,9 +369,7 @@ def _softmax_coop(
     ASM: tl.constexpr = False,
     HOLD: tl.constexpr = False,
     NAP: tl.constexpr = 0,
-    RESET: tl.constexpr = False,
 ):
-    # RESET: the row's last program to read the slots clears them (``_rows.slots_clear``).
     # Cooperative split: program pid takes chunk pid % G of row pid // G and keeps it in
     # registers; it publishes the chunk's (max, sum) as one int64 (never 0: a chunk with a finite
     # max has sum >= 1, an empty or all -inf one has max -inf), waits for the row's other
@@ -412,8 +405,6 @@ def _softmax_coop(
         v = _coop_fallback(x_ptr, start, xb, blen, ecol, em, v, G, BLOCK)
     mv, sv = unpack2(v)
     shift, inv = _merge(tl.where(k < G, mv, float("-inf")), tl.where(k < G, sv, 0.0))
-    cnt = slot_ptr + n_rows.to(tl.int64) * G + row
-    done = slots_done(cnt, RESET)
     # y = exp(x - chunk max) * exp(chunk max - row max) / sum: one exp per element. A chunk of
     # only -inf has e = 0 and scale 0 (exp(0 - shift) could overflow for a very negative row),
     # or NaN when the row's sum is NaN (a NaN elsewhere in the row: the whole row is NaN).
@@ -439,7 +430,6 @@ def _softmax_coop(
     tl.store(y_ptr + ys + idx, y.to(y_ptr.dtype.element_ty), mask=idx < blen)
     if ALIGN:
         tl.store(y_ptr + xb + ecol, ye, mask=em & (ecol < tl.where(c == 0, N, 0)))
-    slots_clear(slots, cnt, done, G, GP, RESET)
 
 
 @triton.jit
@@ -487,9 +477,7 @@ def _softmax_coop_pf(
     FAST: tl.constexpr = False,
     ASM: tl.constexpr = False,
     DEPTH: tl.constexpr = 1,
-    RESET: tl.constexpr = False,
 ):
-    # RESET: each row's last program to read its slots clears them (``_rows.slots_clear``).
     # Persistent cooperative plan (``RowPlan.coop(..., programs_per_sm=k)``): the grid is
     # ``lanes * G`` programs (at most k per SM, all resident at once); program pid takes chunk
     # pid % G of rows lane, lane + lanes, ... (lane = pid // G), so a row's G programs are
@@ -545,8 +533,6 @@ def _softmax_coop_pf(
             v = _coop_fallback(x_ptr, cur_start, cur_xb, cur_blen, cur_ecol, cur_em, v, G, BLOCK)
         mv, sv = unpack2(v)
         shift, inv = _merge(tl.where(k < G, mv, float("-inf")), tl.where(k < G, sv, 0.0))
-        cnt = slot_ptr + n_rows.to(tl.int64) * G + cur
-        done = slots_done(cnt, RESET)
         scale = tl.where(m == float("-inf"), inv * 0.0, tl.exp(m - shift) * inv)
         if FAST:
             y = (e * scale) * TWO_M24
@@ -558,7 +544,6 @@ def _softmax_coop_pf(
         if ALIGN:
             tl.store(y_ptr + cur_xb + cur_ecol, ye,
                      mask=cur_em & (cur_ecol < tl.where(c == 0, N, 0)))  # fmt: skip
-        slots_clear(slots, cnt, done, G, GP, RESET)
 
 
 def use_asm() -> bool:
