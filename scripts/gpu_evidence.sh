@@ -809,6 +809,25 @@ case "${1:-}" in
     bench_part default "${DEF_S:-300}" --ops add_rms_norm --max-minutes "${DEF_MIN:-4.0}" \
       --skip compile_max_autotune
     ;;
+  s20a)  # session 20, carries .whl and .peers/x1 .. x4 (results/ out of the index): the cu13 parts
+    # staged for s20b, then the GPU test lanes at the final kernel code (tests_part)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_wheels
+    tests_part
+    ;;
+  s20b)  # right after s20a, carries .whl, .peers/c, .peers/x5, .peers/x6: QuACK from the staged
+    # parts, then the whole default suite in one run with the warm-lane sizing fix (df65f38;
+    # max-autotune with CUDA graphs skipped, as in s18b)
+    mkdir -p "$stage"; for x in .peers/x*/; do [ -d "$x" ] && cp "$x"* "$stage/"; done
+    install_peers
+    bench_part default "${DEF_S:-520}" --max-minutes "${DEF_MIN:-7.4}" --skip compile_max_autotune
+    ;;
+  s20c)  # right after s20b (QuACK still installed in $site when the machine stayed warm), carries
+    # .whl: the whole training suite, then P19 held out on hidden sizes (tuning/plans_hidden20.toml)
+    python3 -c "import quack.softmax; print('quack ok')" 2>&1 | tail -n 1
+    bench_part fwd-bwd "${FB_S:-400}" --mode fwd_bwd --max-minutes "${FB_MIN:-5.6}"
+    bench_part hidden "${HID_S:-170}" --suite tuning/plans_hidden20.toml --max-minutes "${HID_MIN:-2.4}"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
