@@ -828,6 +828,23 @@ case "${1:-}" in
     bench_part fwd-bwd "${FB_S:-400}" --mode fwd_bwd --max-minutes "${FB_MIN:-5.6}"
     bench_part hidden "${HID_S:-170}" --suite tuning/plans_hidden20.toml --max-minutes "${HID_MIN:-2.4}"
     ;;
+  s20d)  # session 20, carries .whl: the INT4 grad-input split over N (int4.grad_input_split): its
+    # GPU tests (side by side, correctness only), then alone experiments/int4grad20_sweep.py and
+    # the training steps of int4_linear (fwd_bwd, no peers needed)
+    install_wheels
+    d="$OUT/gputests20d"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE"
+    ( timeout -k 5 "${LANE_S:-150}" $P tests/gpu/test_gemm_int4_gpu.py -k "grad" >"$d/int4.log" 2>&1; echo "exit $?" >>"$d/int4.log" ) &
+    ( timeout -k 5 "${LANE_S:-150}" $P tests/gpu/test_determinism_gpu.py tests/gpu/test_training_gpu.py -k "int4" >"$d/train.log" 2>&1; echo "exit $?" >>"$d/train.log" ) &
+    wait
+    for f in "$d"/*.log; do printf '%-8s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    mkdir -p "$OUT/int4grad20"
+    timeout -k 5 "${SW_S:-200}" python3 experiments/int4grad20_sweep.py --out "$OUT/int4grad20/int4grad20.json" \
+      --budget "${SW_B:-150}" >"$OUT/int4grad20/sweep.log" 2>&1; echo "sweep exit $?" >>"$OUT/int4grad20/sweep.log"
+    tail -n 2 "$OUT/int4grad20/sweep.log"
+    mv "$d" "$OUT/int4grad20/"; pack int4grad20
+    bench_part fwd-bwd-int4 "${FB_S:-150}" --mode fwd_bwd --ops int4_linear --max-minutes "${FB_MIN:-1.8}"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

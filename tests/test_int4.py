@@ -590,6 +590,42 @@ def test_int4_grad_input(M, N, K, group, dtype, poison):
 
 
 @kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "M,N,K,max_split,split,chunk",
+    [
+        (1, 200, 256, 32, 4, 64),  # 4 reduction blocks, one per split; the last one partial
+        (2, 450, 128, 3, 3, 192),  # 8 blocks in 3 chunks of 3, 3 and 2 blocks
+        (17, 300, 128, 32, 1, 320),  # 64-row tiles: the partials' bound (N // 16M) keeps one
+    ],
+)
+def test_int4_grad_input_split_n(M, N, K, max_split, split, chunk, dtype, poison, monkeypatch):
+    # Few programs (batch 1, narrow K) split the reduction over N into FP32 partials summed in
+    # a fixed order; every split covers its rows exactly once (outputs and partials poisoned).
+    monkeypatch.setattr(int4_mod, "GRAD_MAX_SPLIT", max_split)
+    tiles = -(-M // (16 if M <= int4_mod.GEMV_MAX_M else 64)) * (K // 128)
+    assert int4_mod.grad_input_split(M, N, tiles, INTERPRETER_SM_COUNT) == (split, chunk)
+    _, qw, w_exact = _case(M, N, K, 128, dtype, seed=M + N + 1)
+    g = rand(M, N, dtype=dtype, seed=24)
+    dx = int4_linear_grad_input(g, qw)
+    assert dx.shape == (M, K)
+    assert_close(dx, grad_ref(g, w_exact))
+
+
+def test_int4_grad_input_split_rule():
+    # The H200's 132 SMs: batch 1 at K = 4096 (32 programs) splits; a batch that already fills
+    # the GPU does not; the partials never outweigh the packed weight.
+    sm = 132
+    assert int4_mod.grad_input_split(1, 4096, 32, sm) == (16, 256)
+    assert int4_mod.grad_input_split(16, 14336, 32, sm) == (16, 896)
+    assert int4_mod.grad_input_split(4096, 4096, 64 * 32, sm) == (1, 4096)
+    for M, N, tiles in ((64, 4096, 32), (1, 64, 32), (256, 8192, 4 * 64)):
+        split, chunk = int4_mod.grad_input_split(M, N, tiles, sm)
+        assert split == 1 or 8 * split * M <= N // 2
+        assert chunk % int4_mod.GRAD_BLOCK_N == 0 and (split - 1) * chunk < N <= split * chunk
+
+
+@kernels
 def test_int4_grad_input_nd_and_large_scales():
     # Large-magnitude FP16 scales make q * s need all 14 bits: only the hi/lo split is exact.
     N, K, group = 20, 128, 128

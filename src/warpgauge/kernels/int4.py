@@ -346,6 +346,8 @@ class Int4Plan:
 
 REDUCE_BLOCK = 1024
 GRAD_BLOCK_N = 64  # reduction step (rows of W) of the grad-input kernel
+GRAD_PROGRAMS_PER_SM = 4  # grad-input programs per SM below which N is split (grad_input_split)
+GRAD_MAX_SPLIT = 32
 
 
 def _alloc(shape, dtype, device) -> torch.Tensor:
@@ -503,16 +505,36 @@ def int4_linear_grad_input_packed(
     if M == 0:
         return out
     block_m, warps = (16, 4) if M <= GEMV_MAX_M else (64, 8)  # 64 rows x 4 warps: 188 registers
-    grid = (triton.cdiv(M, block_m) * (K // group_size),)
-    launch(_int4_grad_input_kernel, grid,
-        g2, packed, scales, dx, M, N, K,
+    tiles = triton.cdiv(M, block_m) * (K // group_size)
+    split, chunk = grad_input_split(M, N, tiles, device_info(grad_out.device).sm_count)
+    part = dx if split == 1 else _alloc((split, M, K), torch.float32, grad_out.device)
+    launch(_int4_grad_input_kernel, (tiles, split),
+        g2, packed, scales, dx, part, M, N, K, chunk,
         g2.stride(0), g2.stride(1), packed.stride(0), scales.stride(0), dx.stride(0), dx.stride(1),
         GROUP=group_size, HALF_PAD=_half_pad(group_size), BLOCK_M=block_m, BLOCK_N=GRAD_BLOCK_N,
-        X_BF16=grad_out.dtype == torch.bfloat16,
+        PARTIAL=split > 1, X_BF16=grad_out.dtype == torch.bfloat16,
         UPCAST=interpreter_enabled() and grad_out.dtype == torch.bfloat16,
         num_warps=warps, num_stages=3,
     )  # fmt: skip
+    if split > 1:
+        total = M * K
+        launch(_splitk_reduce_kernel, (triton.cdiv(total, REDUCE_BLOCK),),
+            part, dx, total, SPLIT_K=split, BLOCK=REDUCE_BLOCK, num_warps=4)  # fmt: skip
     return out
+
+
+def grad_input_split(M: int, N: int, tiles: int, sm_count: int) -> tuple[int, int]:
+    """``(split, chunk)`` of the grad-input kernel: its ``tiles`` programs (row tiles x weight
+    groups) reduce over N in ``split`` chunks of ``chunk`` rows (a multiple of GRAD_BLOCK_N) when
+    they alone would leave the GPU idle (fewer than GRAD_PROGRAMS_PER_SM per SM): at batch 1 a
+    4096-wide K gives 32 programs, each a serial loop over all of N. Bounded so the FP32
+    partials' traffic (split * M * K * 8 B, written and read) stays below the packed weight's
+    N * K / 2 B, and by GRAD_MAX_SPLIT (the reduce kernel's unrolled loop)."""
+    blocks = triton.cdiv(N, GRAD_BLOCK_N)
+    want = triton.cdiv(GRAD_PROGRAMS_PER_SM * sm_count, tiles)
+    split = max(1, min(want, blocks, GRAD_MAX_SPLIT, N // (16 * M)))
+    per = triton.cdiv(blocks, split)
+    return triton.cdiv(blocks, per), per * GRAD_BLOCK_N
 
 
 def int4_linear_grad_input(grad_out: torch.Tensor, qweight: Int4Weight) -> torch.Tensor:

@@ -434,16 +434,22 @@ def _splitk_reduce_kernel(part_ptr, y_ptr, total, SPLIT_K: tl.constexpr, BLOCK: 
 
 
 @triton.jit(do_not_specialize=["M"])
-def _int4_grad_input_kernel(g_ptr, w_ptr, s_ptr, dx_ptr, M, N, K,
+def _int4_grad_input_kernel(g_ptr, w_ptr, s_ptr, dx_ptr, part_ptr, M, N, K, N_CHUNK,
                             stride_gm, stride_gn, stride_wn, stride_sn, stride_dm, stride_dk,
                             GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-                            BLOCK_N: tl.constexpr, X_BF16: tl.constexpr,
+                            BLOCK_N: tl.constexpr, PARTIAL: tl.constexpr, X_BF16: tl.constexpr,
                             UPCAST: tl.constexpr):  # fmt: skip
     # I/O (compulsory): read grad_out M*N + packed N*K/2 B + scales N*K/GROUP, write dx M*K.
-    # Each program owns dx[BLOCK_M rows, one group of columns] and reduces over all N.
+    # Each program owns dx[BLOCK_M rows, one group of columns] and reduces over rows
+    # [split * N_CHUNK, (split + 1) * N_CHUNK) of W (axis 1; N_CHUNK a multiple of BLOCK_N).
+    # One split (not PARTIAL): the whole N, stored to dx. PARTIAL: FP32 partials part[split, M, K]
+    # (contiguous), summed in split order by _splitk_reduce_kernel (deterministic). The split
+    # count is the grid's axis 1, not a constexpr: a new batch size never compiles a new kernel.
     # FLOPs 2*M*N*K (issued twice on tensor cores: the hi and lo halves of the exact weight).
     HALF: tl.constexpr = GROUP // 2
     pid = tl.program_id(0)
+    n_begin = tl.program_id(1) * N_CHUNK
+    n_end = tl.minimum(N, n_begin + N_CHUNK)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     pid_m = pid % num_pid_m
     grp = pid // num_pid_m
@@ -453,12 +459,12 @@ def _int4_grad_input_kernel(g_ptr, w_ptr, s_ptr, dx_ptr, M, N, K,
     cc = tl.arange(0, 2 * HALF_PAD)
     rn = tl.arange(0, BLOCK_N)
     acc = tl.zeros((BLOCK_M, 2 * HALF_PAD), dtype=tl.float32)
-    for n0 in range(0, N, BLOCK_N):
+    for n0 in range(n_begin, n_end, BLOCK_N):
         offs_n = n0 + rn
         wrapped = (offs_n % N).to(tl.int64)  # valid rows for the weight; grad_out is zero past N
         g = tl.load(
             g_ptr + rows_m[:, None] * stride_gm + offs_n.to(tl.int64)[None, :] * stride_gn,
-            mask=(offs_n < N)[None, :],
+            mask=(offs_n < n_end)[None, :],
             other=0.0,
         )
         w_ptrs = w_ptr + wrapped[:, None] * stride_wn + grp * HALF + jj[None, :]
@@ -481,11 +487,19 @@ def _int4_grad_input_kernel(g_ptr, w_ptr, s_ptr, dx_ptr, M, N, K,
             acc = tl.dot(g, w_hi, acc)
             acc = tl.dot(g, w_lo, acc)
     col = grp * GROUP + cc
-    dx_ptrs = (
-        dx_ptr + offs_m.to(tl.int64)[:, None] * stride_dm + col.to(tl.int64)[None, :] * stride_dk
-    )
-    tl.store(
-        dx_ptrs,
-        acc.to(dx_ptr.dtype.element_ty),
-        mask=(offs_m[:, None] < M) & (cc[None, :] < GROUP),
-    )
+    out_mask = (offs_m[:, None] < M) & (cc[None, :] < GROUP)
+    if not PARTIAL:
+        dx_ptrs = (
+            dx_ptr
+            + offs_m.to(tl.int64)[:, None] * stride_dm
+            + col.to(tl.int64)[None, :] * stride_dk
+        )
+        tl.store(dx_ptrs, acc.to(dx_ptr.dtype.element_ty), mask=out_mask)
+    else:
+        p_ptrs = (
+            part_ptr
+            + tl.program_id(1).to(tl.int64) * M * K
+            + offs_m.to(tl.int64)[:, None] * K
+            + col.to(tl.int64)[None, :]
+        )
+        tl.store(p_ptrs, acc, mask=out_mask)

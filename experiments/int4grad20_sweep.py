@@ -1,0 +1,98 @@
+"""GPU sweep of the INT4 grad-input kernel's split over N (issue 11, session 20).
+
+``int4_linear_grad_input`` (dx = dy @ W for a frozen INT4 W, the backward of every adapter-training
+step) ran one program per (row tile, weight group) and looped over all of N: 32 programs at
+batch 1 with K = 4096. The fwd_bwd run results/20261203-172413-training measured the step at
+0.18x dense at 1x4096x4096 and 0.12x at 16x14336x4096. This sweep times the kernel alone for
+GRAD_PROGRAMS_PER_SM in 0 (no split, the old kernel) .. 16, beside the dense product dy @ W
+(BF16, the dequantized weight), warm (one weight) and cold (weights rotated over > 3x L2), in
+CUDA-graph replay; each variant is checked against FP64 before it is timed.
+
+    PYTHONPATH=src python3 experiments/int4grad20_sweep.py --out $OUT/int4grad20.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+from warpgauge.kernels import int4 as i4
+from warpgauge.quant import quantize_int4
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from graph_timer import bench_graph, l2_bytes  # noqa: E402  (same folder)
+
+SHAPES = [(1, 4096, 4096), (16, 14336, 4096), (1, 14336, 4096), (1, 4096, 14336),
+          (4, 4096, 4096), (16, 4096, 4096), (1, 28672, 8192), (1, 8192, 8192),
+          (64, 4096, 4096), (64, 14336, 4096), (256, 14336, 4096), (1, 128256, 4096),
+          (8, 2880, 2880), (32, 11008, 4096)]  # fmt: skip
+PER_SM = (0, 2, 4, 8, 16)
+
+
+def rotate(fns):
+    k = [0]
+
+    def fn():
+        k[0] = (k[0] + 1) % len(fns)
+        return fns[k[0]]()
+
+    return fn
+
+
+def one_shape(M, N, K, sm):
+    torch.manual_seed(M + N + K)
+    w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+    qw = quantize_int4(w, 128)
+    exact = qw.dequantize(torch.float32).double()
+    l2 = l2_bytes()
+    qws = [qw] + [quantize_int4(w.roll(i, 0), 128) for i in range(1, min(-(-6 * l2 // (N * K)), 8))]
+    wds = [q.dequantize(torch.bfloat16) for q in qws[: min(len(qws), -(-3 * l2 // (2 * N * K)))]]
+    g = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+    ref = (g.double() @ exact).float()
+    scale = ref.abs().max().item()
+    res = {"M": M, "N": N, "K": K, "cold_copies": len(qws), "dense_cold_copies": len(wds)}
+    for lane, n in (("warm", 1), ("cold", None)):
+        dense = [lambda wd=wd: g @ wd for wd in (wds[:1] if n else wds)]
+        res[f"dense_{lane}_us"] = bench_graph(rotate(dense))[0] * 1e6
+        for per in PER_SM:
+            i4.GRAD_PROGRAMS_PER_SM = per
+            tiles = -(-M // (16 if M <= i4.GEMV_MAX_M else 64)) * (K // 128)
+            split, _ = i4.grad_input_split(M, N, tiles, sm)
+            dx = i4.int4_linear_grad_input(g, qw)
+            err = (dx.float() - ref).abs().max().item() / scale
+            if not err < 1e-2:
+                res[f"p{per}_error"] = err
+                continue
+            calls = [lambda q=q: i4.int4_linear_grad_input(g, q) for q in (qws[:1] if n else qws)]
+            res[f"p{per}_{lane}_us"] = bench_graph(rotate(calls))[0] * 1e6
+            res[f"p{per}_split"] = split
+    i4.GRAD_PROGRAMS_PER_SM = 4
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget", type=float, default=150.0)
+    a = ap.parse_args()
+    t_end = time.time() + a.budget
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for M, N, K in SHAPES:
+        if time.time() > t_end:
+            print("budget spent", flush=True)
+            break
+        rows.append(one_shape(M, N, K, sm))
+        print(json.dumps(rows[-1]), flush=True)
+        torch.cuda.empty_cache()
+        with open(a.out, "w") as f:  # every shape kept as it finishes
+            json.dump({"sm_count": sm, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
