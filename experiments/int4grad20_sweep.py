@@ -3,8 +3,9 @@
 ``int4_linear_grad_input`` (dx = dy @ W for a frozen INT4 W, the backward of every adapter-training
 step) ran one program per (row tile, weight group) and looped over all of N: 32 programs at
 batch 1 with K = 4096. The fwd_bwd run results/20261203-172413-training measured the step at
-0.18x dense at 1x4096x4096 and 0.12x at 16x14336x4096. This sweep times the kernel alone for
-GRAD_PROGRAMS_PER_SM in 0 (no split, the old kernel) .. 16, beside the dense product dy @ W
+0.18x dense at 1x4096x4096 and 0.12x at 16x14336x4096. This sweep times the kernel alone in
+VARIANTS (the split's programs per SM, the reduction step, the scale folded into dy or into
+the decoded weight; "old": no split, the kernel before), beside the dense product dy @ W
 (BF16, the dequantized weight), warm (one weight) and cold (weights rotated over > 3x L2), in
 CUDA-graph replay; each variant is checked against FP64 before it is timed.
 
@@ -30,8 +31,10 @@ from graph_timer import bench_graph, l2_bytes  # noqa: E402  (same folder)
 SHAPES = [(1, 4096, 4096), (16, 14336, 4096), (1, 14336, 4096), (1, 4096, 14336),
           (4, 4096, 4096), (16, 4096, 4096), (1, 28672, 8192), (1, 8192, 8192),
           (64, 4096, 4096), (64, 14336, 4096), (256, 14336, 4096), (1, 128256, 4096),
-          (8, 2880, 2880), (32, 11008, 4096)]  # fmt: skip
-PER_SM = (0, 2, 4, 8, 16)
+          (8, 5120, 2048), (32, 11008, 4096)]  # fmt: skip
+# (name, GRAD_FOLD_SCALES, GRAD_BLOCK_N, GRAD_PROGRAMS_PER_SM); "old": the kernel before 2f1bb16
+VARIANTS = [("old", False, 64, 0), ("w4", False, 64, 4), ("f4", True, 64, 4), ("f8", True, 64, 8),
+            ("f4n128", True, 128, 4), ("f8n128", True, 128, 8), ("f2n128", True, 128, 2)]  # fmt: skip
 
 
 def rotate(fns):
@@ -59,19 +62,21 @@ def one_shape(M, N, K, sm):
     for lane, n in (("warm", 1), ("cold", None)):
         dense = [lambda wd=wd: g @ wd for wd in (wds[:1] if n else wds)]
         res[f"dense_{lane}_us"] = bench_graph(rotate(dense))[0] * 1e6
-        for per in PER_SM:
-            i4.GRAD_PROGRAMS_PER_SM = per
+        for name, fold, bn, per in VARIANTS:
+            if name == "old" and (lane == "cold" or M * N * K > 16 * 14336 * 4096):
+                continue
+            i4.GRAD_FOLD_SCALES, i4.GRAD_BLOCK_N, i4.GRAD_PROGRAMS_PER_SM = fold, bn, per
             tiles = -(-M // (16 if M <= i4.GEMV_MAX_M else 64)) * (K // 128)
             split, _ = i4.grad_input_split(M, N, tiles, sm)
             dx = i4.int4_linear_grad_input(g, qw)
             err = (dx.float() - ref).abs().max().item() / scale
             if not err < 1e-2:
-                res[f"p{per}_error"] = err
+                res[f"{name}_error"] = err
                 continue
             calls = [lambda q=q: i4.int4_linear_grad_input(g, q) for q in (qws[:1] if n else qws)]
-            res[f"p{per}_{lane}_us"] = bench_graph(rotate(calls))[0] * 1e6
-            res[f"p{per}_split"] = split
-    i4.GRAD_PROGRAMS_PER_SM = 4
+            res[f"{name}_{lane}_us"] = bench_graph(rotate(calls))[0] * 1e6
+            res[f"{name}_split"] = split
+    i4.GRAD_FOLD_SCALES, i4.GRAD_BLOCK_N, i4.GRAD_PROGRAMS_PER_SM = True, 64, 4
     return res
 
 

@@ -348,6 +348,9 @@ REDUCE_BLOCK = 1024
 GRAD_BLOCK_N = 64  # reduction step (rows of W) of the grad-input kernel
 GRAD_PROGRAMS_PER_SM = 4  # grad-input programs per SM below which N is split (grad_input_split)
 GRAD_MAX_SPLIT = 32
+# BF16 grad-input: the group scale folded into grad_out (exact hi/lo halves of g * s) instead
+# of into the decoded weight (FP16 keeps the weight form: g * s could leave FP16's range)
+GRAD_FOLD_SCALES = True
 
 
 def _alloc(shape, dtype, device) -> torch.Tensor:
@@ -514,6 +517,7 @@ def int4_linear_grad_input_packed(
         GROUP=group_size, HALF_PAD=_half_pad(group_size), BLOCK_M=block_m, BLOCK_N=GRAD_BLOCK_N,
         PARTIAL=split > 1, X_BF16=grad_out.dtype == torch.bfloat16,
         UPCAST=interpreter_enabled() and grad_out.dtype == torch.bfloat16,
+        FOLD=GRAD_FOLD_SCALES and grad_out.dtype == torch.bfloat16,
         num_warps=warps, num_stages=3,
     )  # fmt: skip
     if split > 1:

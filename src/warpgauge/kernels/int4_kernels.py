@@ -438,7 +438,7 @@ def _int4_grad_input_kernel(g_ptr, w_ptr, s_ptr, dx_ptr, part_ptr, M, N, K, N_CH
                             stride_gm, stride_gn, stride_wn, stride_sn, stride_dm, stride_dk,
                             GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                             BLOCK_N: tl.constexpr, PARTIAL: tl.constexpr, X_BF16: tl.constexpr,
-                            UPCAST: tl.constexpr):  # fmt: skip
+                            UPCAST: tl.constexpr, FOLD: tl.constexpr):  # fmt: skip
     # I/O (compulsory): read grad_out M*N + packed N*K/2 B + scales N*K/GROUP, write dx M*K.
     # Each program owns dx[BLOCK_M rows, one group of columns] and reduces over rows
     # [split * N_CHUNK, (split + 1) * N_CHUNK) of W (axis 1; N_CHUNK a multiple of BLOCK_N).
@@ -459,6 +459,8 @@ def _int4_grad_input_kernel(g_ptr, w_ptr, s_ptr, dx_ptr, part_ptr, M, N, K, N_CH
     cc = tl.arange(0, 2 * HALF_PAD)
     rn = tl.arange(0, BLOCK_N)
     acc = tl.zeros((BLOCK_M, 2 * HALF_PAD), dtype=tl.float32)
+    acc_e = tl.zeros((BLOCK_M, HALF_PAD), dtype=tl.float32)  # FOLD: even columns (low nibbles)
+    acc_o = tl.zeros((BLOCK_M, HALF_PAD), dtype=tl.float32)  # FOLD: odd columns (high nibbles)
     for n0 in range(n_begin, n_end, BLOCK_N):
         offs_n = n0 + rn
         wrapped = (offs_n % N).to(tl.int64)  # valid rows for the weight; grad_out is zero past N
@@ -474,18 +476,41 @@ def _int4_grad_input_kernel(g_ptr, w_ptr, s_ptr, dx_ptr, part_ptr, M, N, K, N_CH
             b = tl.load(w_ptrs, mask=(jj < HALF)[None, :], other=0)
         sc = tl.load(s_ptr + wrapped * stride_sn + grp).to(tl.float32)
         bi = b.to(tl.int32)
-        lo = ((bi & 0xF) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
-        hi = ((bi >> 4) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
-        w = tl.reshape(tl.join(lo, hi), (BLOCK_N, 2 * HALF_PAD)) * sc[:, None]  # exact in FP32
-        w_hi = w.to(g.dtype)
-        w_lo = (w - w_hi.to(tl.float32)).to(g.dtype)  # w_hi + w_lo == w exactly
-        if UPCAST:
-            g32 = g.to(tl.float32)
-            acc = tl.dot(g32, w_hi.to(tl.float32), acc)
-            acc = tl.dot(g32, w_lo.to(tl.float32), acc)
+        if FOLD:
+            # The group's scale depends on the weight row n only, the reduction index: fold it
+            # into grad_out (g * s is exact in FP32: two 8-bit significands) and split that
+            # into hi + lo BF16 halves (exact); the nibbles themselves are exact in BF16. Even
+            # and odd columns accumulate apart (no interleave per step), joined once at the end.
+            gs = g.to(tl.float32) * sc[None, :]
+            g_hi = gs.to(g.dtype)
+            g_lo = (gs - g_hi.to(tl.float32)).to(g.dtype)
+            q_e = (((bi & 0xF) ^ 8) - 8).to(tl.float32)
+            q_o = ((((bi >> 4) & 0xF) ^ 8) - 8).to(tl.float32)
+            if UPCAST:
+                g_hi = g_hi.to(tl.float32)
+                g_lo = g_lo.to(tl.float32)
+            else:
+                q_e = q_e.to(g.dtype)
+                q_o = q_o.to(g.dtype)
+            acc_e = tl.dot(g_hi, q_e, acc_e)
+            acc_e = tl.dot(g_lo, q_e, acc_e)
+            acc_o = tl.dot(g_hi, q_o, acc_o)
+            acc_o = tl.dot(g_lo, q_o, acc_o)
         else:
-            acc = tl.dot(g, w_hi, acc)
-            acc = tl.dot(g, w_lo, acc)
+            lo = ((bi & 0xF) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
+            hi = ((bi >> 4) ^ 0x4B000008).to(tl.float32, bitcast=True) - 8388616.0
+            w = tl.reshape(tl.join(lo, hi), (BLOCK_N, 2 * HALF_PAD)) * sc[:, None]  # exact
+            w_hi = w.to(g.dtype)
+            w_lo = (w - w_hi.to(tl.float32)).to(g.dtype)  # w_hi + w_lo == w exactly
+            if UPCAST:
+                g32 = g.to(tl.float32)
+                acc = tl.dot(g32, w_hi.to(tl.float32), acc)
+                acc = tl.dot(g32, w_lo.to(tl.float32), acc)
+            else:
+                acc = tl.dot(g, w_hi, acc)
+                acc = tl.dot(g, w_lo, acc)
+    if FOLD:
+        acc = tl.reshape(tl.join(acc_e, acc_o), (BLOCK_M, 2 * HALF_PAD))
     col = grp * GROUP + cc
     out_mask = (offs_m[:, None] < M) & (cc[None, :] < GROUP)
     if not PARTIAL:
