@@ -839,7 +839,7 @@ case "${1:-}" in
     wait
     for f in "$d"/*.log; do printf '%-8s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
     mkdir -p "$OUT/int4grad20"
-    timeout -k 5 "${SW_S:-200}" python3 experiments/int4grad20_sweep.py --out "$OUT/int4grad20/int4grad20.json" \
+    [ "${SW_B:-150}" = 0 ] || timeout -k 5 "${SW_S:-200}" python3 experiments/int4grad20_sweep.py --out "$OUT/int4grad20/int4grad20.json" \
       --budget "${SW_B:-150}" >"$OUT/int4grad20/sweep.log" 2>&1; echo "sweep exit $?" >>"$OUT/int4grad20/sweep.log"
     tail -n 2 "$OUT/int4grad20/sweep.log"
     mv "$d" "$OUT/int4grad20/"; pack int4grad20

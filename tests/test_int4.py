@@ -594,9 +594,9 @@ def test_int4_grad_input(M, N, K, group, dtype, poison):
 @pytest.mark.parametrize(
     "M,N,K,max_split,split,chunk",
     [
-        (1, 200, 256, 32, 4, 64),  # 4 reduction blocks, one per split; the last one partial
-        (2, 450, 128, 3, 3, 192),  # 8 blocks in 3 chunks of 3, 3 and 2 blocks
-        (17, 300, 128, 32, 1, 320),  # 64-row tiles: the partials' bound (N // 16M) keeps one
+        (1, 200, 256, 32, 2, 128),  # 2 reduction blocks, one per split; the second partial
+        (2, 700, 128, 3, 3, 256),  # 6 blocks in 3 chunks of 2; the last block partial
+        (17, 300, 128, 32, 1, 384),  # 64-row tiles: the partials' bound (N // 16M) keeps one
     ],
 )
 def test_int4_grad_input_split_n(M, N, K, max_split, split, chunk, dtype, poison, monkeypatch):
