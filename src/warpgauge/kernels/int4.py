@@ -345,8 +345,8 @@ class Int4Plan:
 # Launchers
 
 REDUCE_BLOCK = 1024
-# Reduction step (rows of W) of the grad-input kernel: 128 beat 64 at 13 of 14 shapes, 1-256
-# rows (experiments/int4grad20_sweep.py, results/int4grad20-h200: "f4n128" against "f4")
+# Reduction step (rows of W) of the grad-input kernel: 128 beat 64 at 13 of 14 shapes (level at
+# the 14th), 1-256 rows (experiments/int4grad20_sweep.py, results/int4grad20-h200: f4n128 vs f4)
 GRAD_BLOCK_N = 128
 GRAD_PROGRAMS_PER_SM = 4  # grad-input programs per SM below which N is split (grad_input_split)
 GRAD_MAX_SPLIT = 32
