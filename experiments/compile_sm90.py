@@ -1,7 +1,7 @@
 """Compile a warpgauge kernel for sm_90a on a machine without a GPU and report what matters:
 global load widths in the PTX and SASS instruction counts (no timing).
 
-    PYTHONPATH=src python experiments/compile_sm90.py skinny|int4dot|int4fma|tile|tma [k=v ...]
+    PYTHONPATH=src python experiments/compile_sm90.py skinny|int4dot|int4fma|int4grad|tile|tma [k=v ...]
 """
 
 from __future__ import annotations
@@ -108,6 +108,26 @@ def main():
         out = compile_kernel(i4._int4_mm_kernel, sig, const, int(kv.get("w", 4)),
                              int(kv.get("st", 3)), div16=("N", "K", "stride_xm", "stride_wn",
                                                           "stride_sn", "stride_ym"))  # fmt: skip
+        sass = report(out, which)
+        if kv.get("dump"):
+            with open(kv["dump"], "w") as f:
+                f.write(sass)
+    elif which == "int4grad":  # the grad-input kernel (int4.py int4_linear_grad_input_packed)
+        from warpgauge.kernels import int4_kernels as ik
+
+        sig = {"g_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*bf16", "dx_ptr": "*bf16",
+               "part_ptr": "*fp32"}  # fmt: skip
+        for k in ("M", "N", "K", "N_CHUNK", "stride_gm", "stride_gn", "stride_wn", "stride_sn",
+                  "stride_dm", "stride_dk"):  # fmt: skip
+            sig[k] = "i32"
+        const = dict(GROUP=128, HALF_PAD=64, BLOCK_M=int(kv.get("bm", 16)),
+                     BLOCK_N=int(kv.get("bn", 128)), PARTIAL=bool(int(kv.get("partial", 1))),
+                     X_BF16=True, UPCAST=False, FOLD=bool(int(kv.get("fold", 1))),
+                     DECODE=int(kv.get("dec", 0)),
+                     stride_gn=1, stride_dk=1)  # fmt: skip
+        out = compile_kernel(ik._int4_grad_input_kernel, sig, const, int(kv.get("w", 4)),
+                             int(kv.get("st", 3)), div16=("N", "K", "N_CHUNK", "stride_gm",
+                                                          "stride_wn", "stride_sn", "stride_dm"))  # fmt: skip
         sass = report(out, which)
         if kv.get("dump"):
             with open(kv["dump"], "w") as f:

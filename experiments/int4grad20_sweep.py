@@ -33,8 +33,10 @@ SHAPES = [(1, 4096, 4096), (16, 14336, 4096), (1, 14336, 4096), (1, 4096, 14336)
           (64, 4096, 4096), (64, 14336, 4096), (256, 14336, 4096), (1, 128256, 4096),
           (8, 5120, 2048), (32, 11008, 4096)]  # fmt: skip
 # (name, GRAD_FOLD_SCALES, GRAD_BLOCK_N, GRAD_PROGRAMS_PER_SM); "old": the kernel before 2f1bb16
+# (a fifth field, GRAD_DECODE, 0 unless given: the nibble decode of the folded path)
 VARIANTS = [("old", False, 64, 0), ("w4", False, 64, 4), ("f4", True, 64, 4), ("f8", True, 64, 8),
-            ("f4n128", True, 128, 4), ("f8n128", True, 128, 8), ("f2n128", True, 128, 2)]  # fmt: skip
+            ("f4n128", True, 128, 4), ("f8n128", True, 128, 8), ("f2n128", True, 128, 2),
+            ("f4n128b", True, 128, 4, 1), ("f4n128p", True, 128, 4, 2)]  # fmt: skip
 
 
 def rotate(fns):
@@ -62,10 +64,11 @@ def one_shape(M, N, K, sm):
     for lane, n in (("warm", 1), ("cold", None)):
         dense = [lambda wd=wd: g @ wd for wd in (wds[:1] if n else wds)]
         res[f"dense_{lane}_us"] = bench_graph(rotate(dense))[0] * 1e6
-        for name, fold, bn, per in VARIANTS:
+        for name, fold, bn, per, *dec in VARIANTS:
             if name == "old" and (lane == "cold" or M * N * K > 16 * 14336 * 4096):
                 continue
             i4.GRAD_FOLD_SCALES, i4.GRAD_BLOCK_N, i4.GRAD_PROGRAMS_PER_SM = fold, bn, per
+            i4.GRAD_DECODE = dec[0] if dec else 0
             tiles = -(-M // (16 if M <= i4.GEMV_MAX_M else 64)) * (K // 128)
             split, _ = i4.grad_input_split(M, N, tiles, sm)
             dx = i4.int4_linear_grad_input(g, qw)
@@ -76,7 +79,8 @@ def one_shape(M, N, K, sm):
             calls = [lambda q=q: i4.int4_linear_grad_input(g, q) for q in (qws[:1] if n else qws)]
             res[f"{name}_{lane}_us"] = bench_graph(rotate(calls))[0] * 1e6
             res[f"{name}_split"] = split
-    i4.GRAD_FOLD_SCALES, i4.GRAD_BLOCK_N, i4.GRAD_PROGRAMS_PER_SM = True, 64, 4
+    i4.GRAD_FOLD_SCALES, i4.GRAD_BLOCK_N, i4.GRAD_PROGRAMS_PER_SM = True, 128, 4
+    i4.GRAD_DECODE = 0
     return res
 
 

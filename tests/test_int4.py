@@ -599,10 +599,16 @@ def test_int4_grad_input(M, N, K, group, dtype, poison):
         (17, 300, 128, 32, 1, 384),  # 64-row tiles: the partials' bound (N // 16M) keeps one
     ],
 )
-def test_int4_grad_input_split_n(M, N, K, max_split, split, chunk, dtype, poison, monkeypatch):
+@pytest.mark.parametrize("decode", [0, 1])
+def test_int4_grad_input_split_n(
+    M, N, K, max_split, split, chunk, decode, dtype, poison, monkeypatch
+):
     # Few programs (batch 1, narrow K) split the reduction over N into FP32 partials summed in
     # a fixed order; every split covers its rows exactly once (outputs and partials poisoned).
+    # decode 1: the folded path's nibbles from int4_kernels._dequant_halves (its interpreter
+    # form; the bit trick and the PTX decode run on the GPU only).
     monkeypatch.setattr(int4_mod, "GRAD_MAX_SPLIT", max_split)
+    monkeypatch.setattr(int4_mod, "GRAD_DECODE", decode)
     tiles = -(-M // (16 if M <= int4_mod.GEMV_MAX_M else 64)) * (K // 128)
     assert int4_mod.grad_input_split(M, N, tiles, INTERPRETER_SM_COUNT) == (split, chunk)
     _, qw, w_exact = _case(M, N, K, 128, dtype, seed=M + N + 1)

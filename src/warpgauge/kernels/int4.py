@@ -353,6 +353,11 @@ GRAD_MAX_SPLIT = 32
 # BF16 grad-input: the group scale folded into grad_out (exact hi/lo halves of g * s) instead
 # of into the decoded weight (FP16 keeps the weight form: g * s could leave FP16's range)
 GRAD_FOLD_SCALES = True
+# The folded path's nibble decode: 0 int -> float conversions (measured, the default); 1 the BF16
+# bit trick in Triton ops, 2 the PTX decode (int4_kernels._dequant_halves, as the forward's
+# tensor-core paths). Offline sm_90 SASS (experiments/compile_sm90.py int4grad dec=N): 1 and 2
+# drop the loop's 128 I2F (quarter rate) per thread and step; not yet timed on the GPU.
+GRAD_DECODE = 0
 
 
 def _alloc(shape, dtype, device) -> torch.Tensor:
@@ -520,6 +525,7 @@ def int4_linear_grad_input_packed(
         PARTIAL=split > 1, X_BF16=grad_out.dtype == torch.bfloat16,
         UPCAST=interpreter_enabled() and grad_out.dtype == torch.bfloat16,
         FOLD=GRAD_FOLD_SCALES and grad_out.dtype == torch.bfloat16,
+        DECODE=GRAD_DECODE if GRAD_DECODE < 2 or not interpreter_enabled() else 1,
         num_warps=warps, num_stages=3,
     )  # fmt: skip
     if split > 1:

@@ -438,7 +438,8 @@ def _int4_grad_input_kernel(g_ptr, w_ptr, s_ptr, dx_ptr, part_ptr, M, N, K, N_CH
                             stride_gm, stride_gn, stride_wn, stride_sn, stride_dm, stride_dk,
                             GROUP: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                             BLOCK_N: tl.constexpr, PARTIAL: tl.constexpr, X_BF16: tl.constexpr,
-                            UPCAST: tl.constexpr, FOLD: tl.constexpr):  # fmt: skip
+                            UPCAST: tl.constexpr, FOLD: tl.constexpr,
+                            DECODE: tl.constexpr = 0):  # fmt: skip
     # I/O (compulsory): read grad_out M*N + packed N*K/2 B + scales N*K/GROUP, write dx M*K.
     # Each program owns dx[BLOCK_M rows, one group of columns] and reduces over rows
     # [split * N_CHUNK, (split + 1) * N_CHUNK) of W (axis 1; N_CHUNK a multiple of BLOCK_N).
@@ -484,14 +485,17 @@ def _int4_grad_input_kernel(g_ptr, w_ptr, s_ptr, dx_ptr, part_ptr, M, N, K, N_CH
             gs = g.to(tl.float32) * sc[None, :]
             g_hi = gs.to(g.dtype)
             g_lo = (gs - g_hi.to(tl.float32)).to(g.dtype)
-            q_e = (((bi & 0xF) ^ 8) - 8).to(tl.float32)
-            q_o = ((((bi >> 4) & 0xF) ^ 8) - 8).to(tl.float32)
+            if DECODE == 0:  # int -> float conversions (I2F + F2F per nibble)
+                q_e = (((bi & 0xF) ^ 8) - 8).to(tl.float32)
+                q_o = ((((bi >> 4) & 0xF) ^ 8) - 8).to(tl.float32)
+                if not UPCAST:
+                    q_e = q_e.to(g.dtype)
+                    q_o = q_o.to(g.dtype)
+            else:  # 1: the BF16 bit trick in Triton ops; 2: the PTX decode (_dequant_halves)
+                q_e, q_o = _dequant_halves(b, X_BF16, UPCAST, DECODE == 2, False)
             if UPCAST:
                 g_hi = g_hi.to(tl.float32)
                 g_lo = g_lo.to(tl.float32)
-            else:
-                q_e = q_e.to(g.dtype)
-                q_o = q_o.to(g.dtype)
             acc_e = tl.dot(g_hi, q_e, acc_e)
             acc_e = tl.dot(g_lo, q_e, acc_e)
             acc_o = tl.dot(g_hi, q_o, acc_o)
