@@ -12,7 +12,14 @@ from warpgauge.kernels import add as add_kernel
 B = add_kernel.BLOCK
 
 
-@pytest.mark.parametrize("n", [B, 2 * B, 2 * B + 1, 3 * B - 7, B - 1])
+S = add_kernel.SMALL_BLOCK
+N = add_kernel.SMALL_N
+
+
+# sizes past SMALL_N take BLOCK-wide programs; up to it, SMALL_BLOCK-wide ones
+@pytest.mark.parametrize(
+    "n", [B, 2 * B, 2 * B + 1, 3 * B - 7, B - 1, N + 1, 1, S - 1, S, S + 1, 257, N - 3, N]
+)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_flat_add_full_and_partial_blocks(n, dtype):
     g = torch.Generator().manual_seed(n)

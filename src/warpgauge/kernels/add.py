@@ -18,6 +18,14 @@ from .work import Work, esize
 
 BLOCK = 4096  # 16 elements per thread at 8 warps: 2-4 16-byte vectors in flight per thread
 NUM_WARPS = 8
+# At most SMALL_N elements (contiguous): blocks of SMALL_BLOCK in SMALL_WARPS warps. Cold, 257
+# elements, one CUDA graph per variant, rotated (results/h200-session19/add_probe.log): 3.46 us
+# in 256-wide blocks of 2 warps against 3.78 for 4096 x 8 warps (max-autotune's add 3.30);
+# at 4097 the 4096 x 8 block was the fastest (3.78 against 3.94). One more compiled variant,
+# whatever the size.
+SMALL_N = 1024
+SMALL_BLOCK = 256
+SMALL_WARPS = 2
 
 
 def work(numel: int, dtype: torch.dtype) -> Work:
@@ -71,7 +79,8 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if n == 0:
         return out
     if x.is_contiguous() and y.is_contiguous():
-        launch(_add_flat, (triton.cdiv(n, BLOCK),), x, y, out, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
+        blk, warps = (SMALL_BLOCK, SMALL_WARPS) if n <= SMALL_N else (BLOCK, NUM_WARPS)
+        launch(_add_flat, (triton.cdiv(n, blk),), x, y, out, n, BLOCK=blk, num_warps=warps)
         return out
     x2, xs = rows_view("x", x)
     y2, ys = rows_view("y", y)
