@@ -845,6 +845,25 @@ case "${1:-}" in
     mv "$d" "$OUT/int4grad20/"; pack int4grad20
     bench_part fwd-bwd-int4 "${FB_S:-150}" --mode fwd_bwd --ops int4_linear --max-minutes "${FB_MIN:-1.8}"
     ;;
+  s21a)  # prepared in session 20 for the next session, carries .whl: the GPU tests of what session
+    # 20 landed untimed (add's small-block path, the INT4 grad-input), side by side; then alone: the
+    # grad-input sweep with the decode variants (GRAD_DECODE 1, 2), the default suite's add cases
+    # (no peers needed), and the P19 boundary grid (tuning/plans_boundary21.toml)
+    install_wheels
+    d="$OUT/gputests21a"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE"
+    ( timeout -k 5 "${LANE_S:-200}" $P tests/gpu/test_gemm_int4_gpu.py tests/gpu/test_determinism_gpu.py -k "grad or int4" >"$d/int4.log" 2>&1; echo "exit $?" >>"$d/int4.log" ) &
+    ( timeout -k 5 "${LANE_S:-200}" $P tests/gpu/test_properties_gpu.py tests/gpu/test_indexing_gpu.py -k "add and not rms" >"$d/add.log" 2>&1; echo "exit $?" >>"$d/add.log" ) &
+    wait
+    for f in "$d"/*.log; do printf '%-8s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests21a
+    mkdir -p "$OUT/int4grad21"
+    timeout -k 5 "${SW_S:-220}" python3 experiments/int4grad20_sweep.py --out "$OUT/int4grad21/int4grad21.json" \
+      --budget "${SW_B:-170}" >"$OUT/int4grad21/sweep.log" 2>&1; echo "sweep exit $?" >>"$OUT/int4grad21/sweep.log"
+    tail -n 2 "$OUT/int4grad21/sweep.log"; pack int4grad21
+    bench_part add "${ADD_S:-100}" --ops add --max-minutes "${ADD_MIN:-1.2}"
+    bench_part boundary "${BND_S:-170}" --suite tuning/plans_boundary21.toml --max-minutes "${BND_MIN:-2.4}"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
