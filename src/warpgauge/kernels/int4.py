@@ -469,18 +469,15 @@ def int4_linear_packed(
     else:
         _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, x.dtype, upcast)
     if plan.split_k > 1 and not reduced:
-        total = M * N
-        launch(
-            _splitk_reduce_kernel,
-            (triton.cdiv(total, REDUCE_BLOCK),),
-            part,
-            y,
-            total,
-            SPLIT_K=plan.split_k,
-            BLOCK=REDUCE_BLOCK,
-            num_warps=4,
-        )
+        _reduce_partials(part, y, M * N, plan.split_k)
     return out
+
+
+def _reduce_partials(part, y, total, split) -> None:
+    """y = the sum of the ``split`` FP32 partials ``part[s]`` (contiguous, ``total`` each), in
+    split order (deterministic), rounded once to y's dtype; y contiguous."""
+    launch(_splitk_reduce_kernel, (triton.cdiv(total, REDUCE_BLOCK),),
+        part, y, total, SPLIT_K=split, BLOCK=REDUCE_BLOCK, num_warps=4)  # fmt: skip
 
 
 def int4_linear(
@@ -525,13 +522,11 @@ def int4_linear_grad_input_packed(
         PARTIAL=split > 1, X_BF16=grad_out.dtype == torch.bfloat16,
         UPCAST=interpreter_enabled() and grad_out.dtype == torch.bfloat16,
         FOLD=GRAD_FOLD_SCALES and grad_out.dtype == torch.bfloat16,
-        DECODE=GRAD_DECODE if GRAD_DECODE < 2 or not interpreter_enabled() else 1,
+        DECODE=GRAD_DECODE,  # the interpreter's UPCAST decode never reaches the PTX
         num_warps=warps, num_stages=3,
     )  # fmt: skip
     if split > 1:
-        total = M * K
-        launch(_splitk_reduce_kernel, (triton.cdiv(total, REDUCE_BLOCK),),
-            part, dx, total, SPLIT_K=split, BLOCK=REDUCE_BLOCK, num_warps=4)  # fmt: skip
+        _reduce_partials(part, dx, M * K, split)
     return out
 
 
