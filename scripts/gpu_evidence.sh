@@ -849,7 +849,9 @@ case "${1:-}" in
     # 20 landed untimed (add's small-block path, the INT4 grad-input), side by side; then alone: the
     # grad-input sweep with the decode variants (GRAD_DECODE 1, 2), the default suite's add cases
     # (no peers needed), and the P19 boundary grid (tuning/plans_boundary21.toml)
+    # PART=1: the tests and the sweep; PART=2: the two bench runs (one call each fits 600 s)
     install_wheels
+    if [ "${PART:-1}" = 1 ]; then
     d="$OUT/gputests21a"; mkdir -p "$d"
     P="python3 -m pytest -q -p no:cacheprovider -rfE"
     ( timeout -k 5 "${LANE_S:-200}" $P tests/gpu/test_gemm_int4_gpu.py tests/gpu/test_determinism_gpu.py -k "grad or int4" >"$d/int4.log" 2>&1; echo "exit $?" >>"$d/int4.log" ) &
@@ -861,6 +863,8 @@ case "${1:-}" in
     timeout -k 5 "${SW_S:-220}" python3 experiments/int4grad20_sweep.py --out "$OUT/int4grad21/int4grad21.json" \
       --budget "${SW_B:-170}" >"$OUT/int4grad21/sweep.log" 2>&1; echo "sweep exit $?" >>"$OUT/int4grad21/sweep.log"
     tail -n 2 "$OUT/int4grad21/sweep.log"; pack int4grad21
+    fi
+    [ "${PART:-1}" = 2 ] || { ls -la "$OUT"; exit 0; }
     bench_part add "${ADD_S:-100}" --ops add --max-minutes "${ADD_MIN:-1.2}"
     bench_part boundary "${BND_S:-170}" --suite tuning/plans_boundary21.toml --max-minutes "${BND_MIN:-2.4}"
     ;;
