@@ -136,10 +136,10 @@ def test_plan_rule():
     assert RowPlan.for_shape(192, 32000, 132, "softmax").programs_per_sm == 1
     # add_rms_norm resident rows load the weight early from 8192-wide bodies, except with an
     # edge past a 32768 body (G16) and at body 16384 in at most SM/4 rows (P19); narrower
-    # bodies in at most 2 x SM rows (P19)
+    # bodies in at most 4 x SM rows (P19, P21)
     for rows, width, early in ((128, 8193, True), (4096, 5120, True), (512, 16384, True),
                                (128, 32000, True), (128, 32769, False), (4096, 2880, False),
-                               (4096, 4096, False), (264, 4096, True), (265, 4096, False),
+                               (4096, 4096, False), (528, 4096, True), (529, 4096, False),
                                (1, 127, True), (128, 2880, True), (1024, 1024, False),
                                (34, 16384, True), (33, 16384, False), (8, 12288, False),
                                (1, 8192, True)):  # fmt: skip

@@ -353,11 +353,14 @@ GRAD_MAX_SPLIT = 32
 # BF16 grad-input: the group scale folded into grad_out (exact hi/lo halves of g * s) instead
 # of into the decoded weight (FP16 keeps the weight form: g * s could leave FP16's range)
 GRAD_FOLD_SCALES = True
-# The folded path's nibble decode: 0 int -> float conversions (measured, the default); 1 the BF16
-# bit trick in Triton ops, 2 the PTX decode (int4_kernels._dequant_halves, as the forward's
-# tensor-core paths). Offline sm_90 SASS (experiments/compile_sm90.py int4grad dec=N): 1 and 2
-# drop the loop's 128 I2F (quarter rate) per thread and step; not yet timed on the GPU.
-GRAD_DECODE = 0
+# The folded path's nibble decode: 0 int -> float conversions; 1 the BF16 bit trick in Triton ops
+# (the default); 2 the PTX decode (int4_kernels._dequant_halves, as the forward's tensor-core
+# paths). Offline sm_90 SASS (experiments/compile_sm90.py int4grad dec=N): 1 and 2 drop the
+# loop's 128 I2F (quarter rate) per thread and step. Timed (results/int4grad20-h200/sweep3-a0a9969.json, the kernel
+# alone, warm): 1 is the fastest or level at 14 of 14 shapes, 1-256 rows: 1x28672x8192 163 us
+# against 189 for 0 and 167 for 2, 1x128256x4096 348 vs 433 / 353, 16x14336x4096 38.4 vs 47.6
+# / 39.9, 1x4096x4096 17.6 vs 20.0 / 17.7; 2 loses at 64-256 rows (64x14336x4096 206 vs 177).
+GRAD_DECODE = 1
 
 
 def _alloc(shape, dtype, device) -> torch.Tensor:
