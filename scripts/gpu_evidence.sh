@@ -868,6 +868,24 @@ case "${1:-}" in
     bench_part add "${ADD_S:-100}" --ops add --max-minutes "${ADD_MIN:-1.2}"
     bench_part boundary "${BND_S:-170}" --suite tuning/plans_boundary21.toml --max-minutes "${BND_MIN:-2.4}"
     ;;
+  s21b)  # session 21, carries .whl: the INT4 grad-input GPU tests on GRAD_DECODE 1 (the new
+    # default) and the row-plan tests, side by side; then alone: experiments/s21_probe.py (add's
+    # small blocks, the kernels of tiny add_rms_norm training steps) and the training suite's
+    # int4_linear steps (no peers needed)
+    install_wheels
+    d="$OUT/gputests21b"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE"
+    ( timeout -k 5 "${LANE_S:-200}" $P tests/gpu/test_gemm_int4_gpu.py tests/gpu/test_determinism_gpu.py -k "grad or int4" >"$d/int4.log" 2>&1; echo "exit $?" >>"$d/int4.log" ) &
+    ( timeout -k 5 "${LANE_S:-200}" $P tests/gpu/test_rows_gpu.py -k "rms" >"$d/rows.log" 2>&1; echo "exit $?" >>"$d/rows.log" ) &
+    wait
+    for f in "$d"/*.log; do printf '%-8s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests21b
+    mkdir -p "$OUT/s21probe"
+    timeout -k 5 "${PR_S:-150}" python3 experiments/s21_probe.py --out "$OUT/s21probe/s21probe.json" \
+      >"$OUT/s21probe/probe.log" 2>&1; echo "probe exit $?" >>"$OUT/s21probe/probe.log"
+    tail -n 14 "$OUT/s21probe/probe.log" | cut -c1-400; pack s21probe
+    bench_part int4-train "${IT_S:-150}" --suite training --ops int4_linear --max-minutes "${IT_MIN:-2}"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
