@@ -886,6 +886,18 @@ case "${1:-}" in
     tail -n 14 "$OUT/s21probe/probe.log" | cut -c1-400; pack s21probe
     bench_part int4-train "${IT_S:-150}" --suite training --ops int4_linear --max-minutes "${IT_MIN:-2}"
     ;;
+  s21c)  # session 21, carries .whl: the INT4 GPU tests alone (s21b's lane ran out of time at
+    # ~93% with none failed), then experiments/s21_rmsbwd_probe.py alone
+    install_wheels
+    d="$OUT/gputests21c"; mkdir -p "$d"
+    timeout -k 5 "${LANE_S:-300}" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_gemm_int4_gpu.py \
+      tests/gpu/test_determinism_gpu.py -k "grad or int4" >"$d/int4.log" 2>&1; echo "exit $?" >>"$d/int4.log"
+    tail -n 2 "$d/int4.log"; pack gputests21c
+    mkdir -p "$OUT/rmsbwd21"
+    timeout -k 5 "${PR_S:-240}" python3 experiments/s21_rmsbwd_probe.py --out "$OUT/rmsbwd21/rmsbwd21.json" \
+      >"$OUT/rmsbwd21/probe.log" 2>&1; echo "probe exit $?" >>"$OUT/rmsbwd21/probe.log"
+    tail -n 12 "$OUT/rmsbwd21/probe.log" | cut -c1-600; pack rmsbwd21
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
