@@ -26,12 +26,13 @@ TUNES = {
 
 # (rows, width, plan) -- which branch each reaches (4 pretend SMs):
 CASES = [
-    (37, 300, None),  # resident prefetch, 37 rows: 1 group by default, 8+ with many-groups
+    (37, 300, None),  # resident prefetch, 37 rows: tiny (2-row steps, 4 groups) by default
     (130, 64, None),  # narrow rows, 130 rows: several groups even by default (8320 elements)
     (9, 1001, RowPlan("resident", 1024, 4, rows=2, programs_per_sm=2)),  # 2 rows/step, odd width
     (8, 9000, None),  # body 16384: no prefetch (early-dh applies), 1 program per SM
-    (32, 127, None),  # the rule: 16-row tiles of 128, one group (dw direct, one kernel)
+    (32, 127, None),  # the rule: tiny, 4-row tiles of 128 in 4 groups, then the finish
     (20, 1025, None),  # the rule: unaligned, launch block 2048 wider than the 1024 body's
+    (3, 2000, None),  # 6000 elements past the tiny blocks: one group writes dw itself
     (7, 513, None),  # the rule: unaligned, launch block 1024: 2-row tiles
     (5, 33, RowPlan("resident", 32, 1, rows=4, programs_per_sm=1)),  # rows/step > rows/group
     (6, 1000, RowPlan.looped(128)),  # looped dx + separate dw pass (1 dw group: direct)
@@ -130,6 +131,44 @@ def test_row_groups_rule(monkeypatch):
                 g = bwd.row_groups(rows, 64, 1, per_sm, 4)
                 rpp = -(-rows // g)
                 assert (g - 1) * rpp < rows <= g * rpp
+
+
+def test_tiny_plan_rule(monkeypatch):
+    # Session 21 (rmsbwd21): rows x launch block <= TINY_ELEMS take one short step per program
+    # in many groups (then the finish kernel); the width alone decides the plan's kernel, so the
+    # two plans of a width compile once each.
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune())
+    cpu = torch.device("cpu")
+    sm = 4  # the interpreter's SM count
+    for rows, width, want in ((32, 127, (4, 2)), (64, 512, (2, 2)), (32, 1024, (2, 4)),
+                              (1, 16, (16, 2)), (16, 100, (4, 2))):  # fmt: skip
+        p = bwd.bwd_plan(rows, width, cpu)
+        assert (p.rows, p.num_warps, p.prefetch) == (*want, True), (rows, width, p)
+        assert bwd.is_tiny(rows, p.block)
+    assert bwd.row_groups(32, 127, 4, 2, 132, tiny=True) == 8  # 4 rows each: one step
+    assert bwd.row_groups(128, 127, 4, 2, 132, tiny=True) == 32
+    assert bwd.row_groups(64, 512, 2, 2, 132, tiny=True) == 32
+    # past TINY_ELEMS, or blocks above the small tiles: the rule as before
+    assert bwd.bwd_plan(257, 127, cpu) == bwd.resident_rule(
+        127, RowPlan.for_shape(257, 127, sm, "rms_bwd")
+    )
+    assert not bwd.is_tiny(33, 1024) and not bwd.is_tiny(8, 4096)
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune(legacy=True))
+    assert not bwd.is_tiny(32, 128)
+
+
+@pytest.mark.parametrize("rows,width", [(32, 127), (5, 1000), (64, 512), (3, 17)])
+def test_tiny_plan_matches_fp64(rows, width):
+    # Several groups of one step each, dw from the partials (outputs NaN-poisoned, module doc)
+    h = _rand((rows, width), torch.bfloat16, 11) * 2
+    dy = _rand((rows, width), torch.bfloat16, 12)
+    dh = _rand((rows, width), torch.bfloat16, 13)
+    w = _rand((width,), torch.bfloat16, 14)
+    assert bwd.is_tiny(rows, bwd.bwd_plan(rows, width, h.device).block)
+    dx, dw = bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6)
+    dx_ref, dw_ref = _ref(dy, dh, h, w)
+    assert_close(dx, dx_ref, msg="dx")
+    assert_close(dw, dw_ref, msg="dw")
 
 
 def test_finish_cols_rule(monkeypatch):

@@ -390,6 +390,18 @@ DW_FINISH_GROUPS = 32
 # at 2048x768 (10.6 vs 10.0) and 2048x1024. Not measured below width 768: the same tile size.
 SMALL_TILE = 2048
 SMALL_TILE_MAX_ROWS = 16
+# Tiny shapes (session 21, results/h200-session21/rmsbwd21: experiments/s21_rmsbwd_probe.py, the
+# backward alone, warm, fixed-size graphs): where rows x launch block is at most TINY_ELEMS, one
+# step of few rows per program in many groups of at least TINY_GROUP_ELEMS elements, then the dw
+# finish kernel, beats the small tiles' few groups (one group: dw written directly): 32x127 3.11
+# us (4 rows, 4 warps, 8 groups) against 5.12; 128x127 3.46 vs 8.14; 64x512 3.17 (2 rows, 2
+# warps, 32 groups) vs 4.47; 32x1024 3.26 (2 rows, 4 warps, 16 groups) vs 3.68. Rows per step:
+# TINY_TILE // block, at least 2 (1024: 2 rows); 2 warps up to 1024-element tiles, else 4 (the
+# measured bests within 5%; blocks below 128 and 256 are interpolated, unmeasured). A second
+# plan per width: the rule picks it by rows, so a new row count still compiles nothing new.
+TINY_ELEMS = 32768
+TINY_GROUP_ELEMS = 256
+TINY_TILE = 512
 
 
 @dataclass(frozen=True)
@@ -433,14 +445,18 @@ def finish_cols(n: int, sm_count: int) -> int:
     return 32 if n // max(sm_count, 1) >= 64 else 16
 
 
-def row_groups(rows: int, n: int, rows_per_step: int, per_sm: int, sm_count: int) -> int:
+def row_groups(
+    rows: int, n: int, rows_per_step: int, per_sm: int, sm_count: int, tiny: bool = False
+) -> int:
     """Row groups of the resident backward (one program and one FP32 partial row each): at most
-    ``per_sm`` per SM and one per step of rows, then ``TUNE``'s caps. Depends on the shape and
-    the SM count only, so every call adds the partials in the same order."""
+    ``per_sm`` per SM and one per step of rows, then ``TUNE``'s caps (``tiny``: the tiny plan's
+    ``TINY_GROUP_ELEMS`` instead of ``TUNE.min_group_elems``). Depends on the shape and the SM
+    count only, so every call adds the partials in the same order."""
     groups = max(1, min(triton.cdiv(rows, rows_per_step), per_sm * sm_count))
     if not TUNE.legacy:
-        if TUNE.min_group_elems:
-            groups = min(groups, max(1, rows * n // TUNE.min_group_elems))
+        min_elems = TINY_GROUP_ELEMS if tiny else TUNE.min_group_elems
+        if min_elems:
+            groups = min(groups, max(1, rows * n // min_elems))
         if TUNE.min_rows_per_group:
             groups = min(groups, max(sm_count, rows // TUNE.min_rows_per_group))
     rows_per_prog = triton.cdiv(rows, groups)
@@ -459,7 +475,28 @@ def bwd_plan(rows: int, n: int, device, plan=None):
     p = plan_for(rows, n, device, plan, "rms_bwd")
     if plan is not None or p.kind != "resident" or TUNE.legacy:
         return p
-    return resident_rule(int(n), p)
+    p = resident_rule(int(n), p)
+    blk = p.resident_block(int(n), False)
+    return tiny_plan(blk) if is_tiny(rows, blk) else p
+
+
+def is_tiny(rows: int, blk: int) -> bool:
+    """Whether a resident backward of ``rows`` rows in launch blocks ``blk`` takes the tiny
+    plan (``TINY_ELEMS``; small-tile blocks only)."""
+    return blk <= SMALL_TILE // 2 and rows * blk <= TINY_ELEMS and not TUNE.legacy
+
+
+@functools.lru_cache(maxsize=64)
+def tiny_plan(blk: int) -> RowPlan:
+    """The tiny shapes' resident backward for launch block ``blk`` (see ``TINY_ELEMS``)."""
+    r = min(SMALL_TILE_MAX_ROWS, max(2, TINY_TILE // blk))
+    return RowPlan("resident", blk, 2 if r * blk <= 1024 else 4, rows=r, programs_per_sm=2,
+                   prefetch=True)  # fmt: skip
+
+
+def _groups(rows: int, n: int, p, sm: int, plan) -> int:
+    tiny = plan is None and is_tiny(rows, p.resident_block(n, False))
+    return row_groups(rows, n, p.rows, p.programs_per_sm or RMS_BWD_GROUPS_PER_SM, sm, tiny)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -490,8 +527,7 @@ def backward_kernels(rows: int, n: int, device, plan=None, need_dw: bool = True)
     p = bwd_plan(rows, n, device, plan)
     sm = device_info(device).sm_count
     if p.kind == "resident":
-        groups = row_groups(rows, n, p.rows, p.programs_per_sm or RMS_BWD_GROUPS_PER_SM, sm)
-        return 1 + int(need_dw and groups > 1)
+        return 1 + int(need_dw and _groups(rows, n, p, sm, plan) > 1)
     main = 1 if p.kind == "looped" else 2
     if not need_dw:
         return main
@@ -550,7 +586,7 @@ def add_rms_norm_backward(
     if p.kind == "resident":
         # Row groups: a few per SM (dw partials stay small), at most one per ROWS rows, and
         # (TUNE.min_group_elems) at least that many elements each.
-        groups = row_groups(rows, n, p.rows, p.programs_per_sm or RMS_BWD_GROUPS_PER_SM, sm)
+        groups = _groups(rows, n, p, sm, plan)
         rows_per_prog = triton.cdiv(rows, groups)
         # One group writes dw itself; dwp stays an FP32 pointer (never written then) so that
         # the kernel's specialization, and its compiled binary, does not depend on the row count.
