@@ -898,6 +898,19 @@ case "${1:-}" in
       >"$OUT/rmsbwd21/probe.log" 2>&1; echo "probe exit $?" >>"$OUT/rmsbwd21/probe.log"
     tail -n 12 "$OUT/rmsbwd21/probe.log" | cut -c1-600; pack rmsbwd21
     ;;
+  s21d)  # session 21, carries .whl (with Liger's wheel): the add_rms_norm GPU tests on the tiny
+    # backward plan (rows, training, determinism lanes side by side), then alone the training
+    # suite's add_rms_norm steps (torch.compile and Liger; QuACK not staged)
+    install_wheels
+    d="$OUT/gputests21d"; mkdir -p "$d"
+    P="python3 -m pytest -q -p no:cacheprovider -rfE"
+    ( timeout -k 5 "${LANE_S:-150}" $P tests/gpu/test_rows_gpu.py tests/gpu/test_determinism_gpu.py -k "rms" >"$d/rows.log" 2>&1; echo "exit $?" >>"$d/rows.log" ) &
+    ( timeout -k 5 "${LANE_S:-150}" $P tests/gpu/test_training_gpu.py tests/gpu/test_nn_gpu.py -k "rms and not compiled" >"$d/training.log" 2>&1; echo "exit $?" >>"$d/training.log" ) &
+    wait
+    for f in "$d"/*.log; do printf '%-8s %s | %s\n' "$(basename "$f" .log)" "$(tail -n 1 "$f")" "$(grep -E '[0-9]+ (passed|failed)' "$f" | tail -n 1)"; done
+    pack gputests21d
+    bench_part rms-train "${RT_S:-200}" --suite training --ops add_rms_norm --max-minutes "${RT_MIN:-2.8}"
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"
