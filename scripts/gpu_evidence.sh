@@ -911,6 +911,17 @@ case "${1:-}" in
     pack gputests21d
     bench_part rms-train "${RT_S:-200}" --suite training --ops add_rms_norm --max-minutes "${RT_MIN:-2.8}"
     ;;
+  s21e)  # session 21, carries .whl: correctness only, side by side: compute-sanitizer (memcheck,
+    # initcheck, racecheck shards: the tiny backward plan, the INT4 grad-input's decode 1, add's
+    # small blocks are all in the driver's cases) and the training GPU tests of the row ops
+    install_wheels
+    d="$OUT/gputests21e"; mkdir -p "$d"
+    sanitize_part &
+    ( timeout -k 5 "${LANE_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_training_gpu.py \
+      -k "row_ops or tiny" >"$d/training.log" 2>&1; echo "exit $?" >>"$d/training.log" ) &
+    wait
+    tail -n 2 "$d/training.log"; pack gputests21e
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

@@ -160,7 +160,7 @@ def _cases(size: str):
     out.append(("add_rms_norm", f"forward {rows}x{rs_body - 3} w_early", rms_w_early_case))
 
     def add_case():
-        for n in (1, 1000 if tiny else 100003):
+        for n in (1, 257, 1024, 1025, 1000 if tiny else 100003):  # 257-1024: the small blocks
             x, y = rand(n), rand(n)
             assert_close(wg.add(x, y), add_ref(x, y), msg="add flat")
         x = rand(rows, 2 * width)[:, :width]
