@@ -53,7 +53,7 @@ RMS_W_EARLY_EDGE_MAX_BODY = 16384
 # vs 3.08); G16 cold 1-32 x 16384 0.95-1.00, at 12288 mixed (0.95-1.05).
 # P21 (results/20261204-182223-plans_boundary21, tuning/plans_boundary21.toml: 264-1056 rows x
 # widths 1024-4096, both lanes) moves the boundary from 2 to 4 rows per SM: warm, the early load is
-# faster at 3 and 4 per SM in 11 of 12 cells (1.02-1.06x: 528x2048 1.055, 396x1536 1.052; 396x4096
+# faster at 3 and 4 per SM in 11 of 12 cells (1.005-1.055x, geomean 1.035: 528x2048 1.055; 396x4096
 # 0.993 the one loss), cold within the noise (0.93-1.05, geometric mean 0.99); at 6 per SM mixed
 # (0.97-1.04 warm), at 8 per SM the late load wins (1056x4096 warm 0.82, 1056x3584 cold 0.90).
 RMS_W_EARLY_ROWS_PER_SM = 4.0

@@ -393,12 +393,13 @@ SMALL_TILE_MAX_ROWS = 16
 # Tiny shapes (session 21, results/h200-session21/rmsbwd21: experiments/s21_rmsbwd_probe.py, the
 # backward alone, warm, fixed-size graphs): where rows x launch block is at most TINY_ELEMS, one
 # step of few rows per program in many groups of at least TINY_GROUP_ELEMS elements, then the dw
-# finish kernel, beats the small tiles' few groups (one group: dw written directly): 32x127 3.11
-# us (4 rows, 4 warps, 8 groups) against 5.12; 128x127 3.46 vs 8.14; 64x512 3.17 (2 rows, 2
-# warps, 32 groups) vs 4.47; 32x1024 3.26 (2 rows, 4 warps, 16 groups) vs 3.68. Rows per step:
-# TINY_TILE // block, at least 2 (1024: 2 rows); 2 warps up to 1024-element tiles, else 4 (the
-# measured bests within 5%; blocks below 128 and 256 are interpolated, unmeasured). A second
-# plan per width: the rule picks it by rows, so a new row count still compiles nothing new.
+# finish kernel, beats the small tiles' few groups (one group: dw written directly). The plan
+# this rule picks, against the old rule: 32x127 3.28 us (4 rows, 2 warps, 8 groups) vs 5.12;
+# 128x127 3.62 vs 8.14; 64x512 3.17 (2 rows, 2 warps, 32 groups) vs 4.47; 32x1024 3.26 (2 rows,
+# 4 warps, 16 groups) vs 3.68. The best forced plans were within 6% (32x127: 4 rows in 4 warps
+# 3.11). Rows per step: TINY_TILE // block, at least 2; 2 warps up to 1024-element tiles, else 4
+# (blocks below 128 and 256 are interpolated, unmeasured). A second plan per width: the rule
+# picks it by rows, so once both ran a new row count compiles nothing new.
 TINY_ELEMS = 32768
 TINY_GROUP_ELEMS = 256
 TINY_TILE = 512
