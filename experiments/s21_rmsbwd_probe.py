@@ -51,7 +51,13 @@ def _variants(width: int):
     return out
 
 
-def _rms_case(rows: int, width: int, rounds: int) -> dict:
+def _fused_variants(width: int):
+    """The tiny plan with dw from the partials and the finish kernel, against one launch with
+    a dw program (``TINY_FUSED_DW_MAX``), both through the rule (plan None)."""
+    return {"unfused": (None, None, 0), "fused": (None, None, 1 << 20)}
+
+
+def _rms_case(rows: int, width: int, rounds: int, variants=None) -> dict:
     g = torch.Generator(device="cuda").manual_seed(rows * width)
     mk = lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16, generator=g)  # noqa: E731
     dy, dh, h, w = mk(rows, width), mk(rows, width), mk(rows, width) * 3, mk(width)
@@ -62,14 +68,16 @@ def _rms_case(rows: int, width: int, rounds: int) -> dict:
     dw_ref = (dyd * hd * rstd).sum(0)
     tune0 = rb.TUNE
     fns = {}
-    for name, (plan, elems) in _variants(width).items():
+    fused0 = rb.TINY_FUSED_DW_MAX
+    for name, (plan, elems, *fz) in (variants or _variants(width)).items():
 
-        def call(plan=plan, elems=elems):
+        def call(plan=plan, elems=elems, fz=fz):
             rb.TUNE = dataclasses.replace(tune0, min_group_elems=elems) if elems else tune0
+            rb.TINY_FUSED_DW_MAX = fz[0] if fz else 0
             try:
                 return rb.add_rms_norm_backward(dy, dh, h, w, 1e-6, plan=plan)
             finally:
-                rb.TUNE = tune0
+                rb.TUNE, rb.TINY_FUSED_DW_MAX = tune0, fused0
 
         fns[name] = call
     res: dict = {}
@@ -126,7 +134,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--set", choices=("all", "fused"), default="all",
+                    help="fused: only the one-launch tiny backward against the two-launch one")  # fmt: skip
     a = ap.parse_args()
+    if a.set == "fused":
+        res = {"device": torch.cuda.get_device_name(), "calls_per_graph": CALLS, "fused": {}}
+        for rows, width in ((32, 127), (16, 127), (64, 127), (8, 1024), (16, 512), (4, 300)):
+            r = _rms_case(rows, width, a.rounds, _fused_variants(width))
+            res["fused"][f"{rows}x{width}"] = r
+            print("fused", rows, width, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()},
+                  flush=True)  # fmt: skip
+        with open(a.out, "w") as fh:
+            json.dump(res, fh, indent=1)
+        return
     res = {
         "device": torch.cuda.get_device_name(),
         "calls_per_graph": CALLS,

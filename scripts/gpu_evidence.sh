@@ -922,6 +922,19 @@ case "${1:-}" in
     wait
     tail -n 2 "$d/training.log"; pack gputests21e
     ;;
+  s21f)  # session 21, carries .whl (with Liger's wheel): the tiny backward in one launch
+    # (TINY_FUSED_DW_MAX): the rms GPU tests, the probe (fused against the two-launch form), the
+    # training step at 32x127
+    install_wheels
+    d="$OUT/gputests21f"; mkdir -p "$d"
+    timeout -k 5 "${LANE_S:-70}" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_rows_gpu.py \
+      tests/gpu/test_determinism_gpu.py -k "rms" >"$d/rows.log" 2>&1; echo "exit $?" >>"$d/rows.log"
+    tail -n 2 "$d/rows.log"
+    timeout -k 5 "${PR_S:-60}" python3 experiments/s21_rmsbwd_probe.py --set fused --out "$d/fused21.json" \
+      >"$d/probe.log" 2>&1; echo "probe exit $?" >>"$d/probe.log"; tail -n 7 "$d/probe.log" | cut -c1-300
+    pack gputests21f
+    bench_part rms-tiny "${RT_S:-80}" --suite training --ops add_rms_norm --shapes 32x127 --max-minutes 1
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

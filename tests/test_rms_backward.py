@@ -171,6 +171,45 @@ def test_tiny_plan_matches_fp64(rows, width):
     assert_close(dw, dw_ref, msg="dw")
 
 
+@pytest.mark.parametrize("rows,width", [(32, 127), (3, 17), (8, 1000), (7, 513), (60, 100)])
+@pytest.mark.parametrize("with_dh", [False, True])
+def test_tiny_fused_dw_matches_fp64(rows, width, with_dh, monkeypatch):
+    # One launch: dx programs plus a last program that sums dw over every row (one or two
+    # steps); outputs NaN-poisoned, and a second call gives the same bits.
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune())
+    monkeypatch.setattr(bwd, "TINY_FUSED_DW_MAX", 8192)
+    h = _rand((rows, width), torch.bfloat16, 21) * 2
+    dy = _rand((rows, width), torch.bfloat16, 22)
+    dh = _rand((rows, width), torch.bfloat16, 23) if with_dh else None
+    w = _rand((width,), torch.bfloat16, 24)
+    p = bwd.bwd_plan(rows, width, h.device)
+    assert bwd.fused_tiny(rows, width, p, None, True)
+    assert bwd.backward_kernels(rows, width, h.device) == 1
+    assert not bwd.fused_tiny(rows, width, p, None, False)  # frozen weight: the plain kernel
+    launched = _spy_launches(monkeypatch)
+    dx, dw = bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6)
+    assert launched == ["_rms_bwd_tiny"]
+    dx_ref, dw_ref = _ref(dy, dh, h, w)
+    assert_close(dx, dx_ref, msg="dx")
+    assert_close(dw, dw_ref, msg="dw")
+    dx2, dw2 = bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6)
+    assert torch.equal(dx, dx2) and torch.equal(dw, dw2)
+
+
+def test_tiny_fused_dw_bounds(monkeypatch):
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune())
+    monkeypatch.setattr(bwd, "TINY_FUSED_DW_MAX", 8192)
+    cpu = torch.device("cpu")
+    for rows, width, want in ((64, 127, True), (65, 127, False), (8, 1024, True), (9, 1024, False),
+                              (2, 4096, False)):  # fmt: skip
+        p = bwd.bwd_plan(rows, width, cpu)
+        assert bwd.fused_tiny(rows, width, p, None, True) is want, (rows, width)
+    p = bwd.bwd_plan(32, 127, cpu)
+    assert not bwd.fused_tiny(32, 127, p, p, True)  # a forced plan runs as forced
+    monkeypatch.setattr(bwd, "TINY_FUSED_DW_MAX", 0)
+    assert not bwd.fused_tiny(32, 127, p, None, True)
+
+
 def test_finish_cols_rule(monkeypatch):
     monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune())
     assert bwd.finish_cols(1024, 132) == 16  # 64 programs, not 16 of 64 columns
@@ -231,7 +270,7 @@ def test_kernel_count(rows, width, plan, tune, monkeypatch):
     if tune.legacy or tune.min_group_elems == 0:
         return
     if rows * width <= tune.min_group_elems and plan is None:
-        assert launched == ["_rms_bwd_resident"]  # one kernel: dw written by the one group
+        assert launched == ["_rms_bwd_resident"]  # the last call (no dw): one kernel
 
 
 @pytest.mark.parametrize("fold_per_sm", [1, 8])

@@ -553,7 +553,7 @@ def test_strided_rows(rows, width, plan, device):
     assert_close(row_sum_k.row_sum(x, plan=plan), row_sum_ref(x))
 
 
-@pytest.mark.parametrize("rows", [6, 300])  # one row group (dw written directly); several
+@pytest.mark.parametrize("rows", [6, 300])  # one launch (tiny: dx and dw programs); several groups
 def test_frozen_weight_skips_dw(rows, device, monkeypatch):
     """weight.requires_grad=False: autograd launches no dw work (no partials, no finish)."""
     from warpgauge.kernels import rmsnorm_backward as bwd_k
@@ -573,7 +573,10 @@ def test_frozen_weight_skips_dw(rows, device, monkeypatch):
         launched.clear()
         y, h = wg.add_rms_norm(x, r, w)
         (y.sum() + h.sum()).backward()
-        assert launched[0] == ("_rms_bwd_resident", not frozen)
+        fused = not frozen and bwd_k.fused_tiny(rows, 64, bwd_k.bwd_plan(rows, 64, x.device),
+                                                None, True)  # fmt: skip
+        assert launched[0] == (("_rms_bwd_tiny", None) if fused else
+                               ("_rms_bwd_resident", not frozen))  # fmt: skip
         assert len(launched) == bwd_k.backward_kernels(rows, 64, x.device, need_dw=not frozen)
         assert (("_rms_dw_finish", None) in launched) is (not frozen and rows == 300)
         assert (w.grad is None) is frozen

@@ -128,6 +128,52 @@ def _rms_bwd_resident(
             tl.store(dwp_ptr + g.to(tl.int64) * N + offs, part, mask=cm)
 
 
+@triton.jit(do_not_specialize=["n_rows"])
+def _rms_bwd_tiny(
+    dy_ptr,
+    dh_ptr,
+    h_ptr,
+    w_ptr,
+    dx_ptr,
+    dw_ptr,
+    n_rows,
+    eps,
+    N: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    DW_ROWS: tl.constexpr,
+    HAS_DH: tl.constexpr,
+):
+    # Tiny shapes, one launch (``TINY_FUSED_DW_MAX``): programs 0 .. G-1 write dx for ROWS rows
+    # each; the last program sums dw over every row, DW_ROWS at a time in row order (its own
+    # rstd, the same formula), and writes it rounded once: no partials, no finish kernel.
+    g = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)[None, :]
+    cm = offs < N
+    if g == tl.num_programs(0) - 1:
+        acc = tl.zeros([DW_ROWS, BLOCK], tl.float32)
+        for r0 in range(0, n_rows, DW_ROWS):
+            rows = r0 + tl.arange(0, DW_ROWS)
+            m = (rows < n_rows)[:, None] & cm
+            idx = (rows.to(tl.int64) * N)[:, None] + offs
+            hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+            rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + tl.cast(eps, tl.float32)))[:, None]
+            acc += dy * hf * rstd
+        tl.store(dw_ptr + offs, tl.sum(acc, 0)[None, :].to(dw_ptr.dtype.element_ty), mask=cm)
+    else:
+        rows = g.to(tl.int64) * ROWS + tl.arange(0, ROWS)
+        m = (rows < n_rows)[:, None] & cm
+        idx = (rows * N)[:, None] + offs
+        hf = tl.load(h_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + idx, mask=m, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + offs, mask=cm, other=0.0).to(tl.float32)
+        rstd = (1.0 / tl.sqrt(tl.sum(hf * hf, 1) / N + tl.cast(eps, tl.float32)))[:, None]
+        c = (tl.sum(hf * w * dy, 1) / N)[:, None]
+        dx = _dx_math(hf, dy, w, dh_ptr, idx, m, rstd, c, HAS_DH)
+        tl.store(dx_ptr + idx, dx.to(dx_ptr.dtype.element_ty), mask=m)
+
+
 @triton.jit
 def _rms_bwd_looped(
     dy_ptr,
@@ -403,6 +449,12 @@ SMALL_TILE_MAX_ROWS = 16
 TINY_ELEMS = 32768
 TINY_GROUP_ELEMS = 256
 TINY_TILE = 512
+# Tiny shapes of at most TINY_FUSED_DW_MAX elements (rows x block; 0: off) and dw to compute: one
+# launch (``_rms_bwd_tiny``): the dx programs of the tiny plan, one program per step of rows, plus
+# a last program that sums dw over all rows in TINY_DW_TILE-element steps (at most two), instead
+# of dw partials and the finish kernel (on for the session-21 probe; see the measurement).
+TINY_FUSED_DW_MAX = 8192
+TINY_DW_TILE = 4096
 
 
 @dataclass(frozen=True)
@@ -495,6 +547,13 @@ def tiny_plan(blk: int) -> RowPlan:
                    prefetch=True)  # fmt: skip
 
 
+def fused_tiny(rows: int, n: int, p, plan, need_dw: bool) -> bool:
+    """Whether this backward runs as one ``_rms_bwd_tiny`` launch (``TINY_FUSED_DW_MAX``)."""
+    blk = p.resident_block(n, False)
+    return (plan is None and need_dw and p.kind == "resident" and is_tiny(rows, blk)
+            and rows * blk <= TINY_FUSED_DW_MAX)  # fmt: skip
+
+
 def _groups(rows: int, n: int, p, sm: int, plan) -> int:
     tiny = plan is None and is_tiny(rows, p.resident_block(n, False))
     return row_groups(rows, n, p.rows, p.programs_per_sm or RMS_BWD_GROUPS_PER_SM, sm, tiny)
@@ -528,6 +587,8 @@ def backward_kernels(rows: int, n: int, device, plan=None, need_dw: bool = True)
     p = bwd_plan(rows, n, device, plan)
     sm = device_info(device).sm_count
     if p.kind == "resident":
+        if fused_tiny(rows, n, p, plan, need_dw):
+            return 1
         return 1 + int(need_dw and _groups(rows, n, p, sm, plan) > 1)
     main = 1 if p.kind == "looped" else 2
     if not need_dw:
@@ -584,6 +645,13 @@ def add_rms_norm_backward(
     dh_arg = dh if has_dh else dy  # never read when HAS_DH is False
     dx_arg = dx if dx is not None else empty(h.shape, h.dtype, h.device)
     dw_arg = dw if dw is not None else dx_arg  # never written when HAS_DW is False
+    if p.kind == "resident" and fused_tiny(rows, n, p, plan, need_dw):
+        blk = p.resident_block(n, False)
+        launch(_rms_bwd_tiny, (triton.cdiv(rows, p.rows) + 1,),
+            dy, dh_arg, h, weight, dx_arg, dw, rows, eps, N=n, BLOCK=blk, ROWS=p.rows,
+            DW_ROWS=max(1, TINY_DW_TILE // blk), HAS_DH=has_dh, num_warps=4,
+        )  # fmt: skip
+        return dx, dw
     if p.kind == "resident":
         # Row groups: a few per SM (dw partials stay small), at most one per ROWS rows, and
         # (TUNE.min_group_elems) at least that many elements each.
