@@ -208,6 +208,10 @@ def test_tiny_fused_dw_bounds(monkeypatch):
     assert not bwd.fused_tiny(32, 127, p, p, True)  # a forced plan runs as forced
     monkeypatch.setattr(bwd, "TINY_FUSED_DW_MAX", 0)
     assert not bwd.fused_tiny(32, 127, p, None, True)
+    # the committed bound (s21f): one dw step, rows x block <= 4096
+    monkeypatch.setattr(bwd, "TINY_FUSED_DW_MAX", bwd.TINY_DW_TILE)
+    for rows, width, want in ((32, 127, True), (33, 127, False), (4, 1024, True), (8, 1024, False)):
+        assert bwd.fused_tiny(rows, width, bwd.bwd_plan(rows, width, cpu), None, True) is want
 
 
 def test_finish_cols_rule(monkeypatch):

@@ -451,10 +451,13 @@ TINY_GROUP_ELEMS = 256
 TINY_TILE = 512
 # Tiny shapes of at most TINY_FUSED_DW_MAX elements (rows x block; 0: off) and dw to compute: one
 # launch (``_rms_bwd_tiny``): the dx programs of the tiny plan, one program per step of rows, plus
-# a last program that sums dw over all rows in TINY_DW_TILE-element steps (at most two), instead
-# of dw partials and the finish kernel (on for the session-21 probe; see the measurement).
-TINY_FUSED_DW_MAX = 8192
+# a last program that sums dw over all rows in TINY_DW_TILE-element steps, instead of dw partials
+# and the finish kernel. Session 21 (results/h200-session21/s21f/fused21.json, the backward alone,
+# warm, 200-call graphs), one launch against two: 32x127 2.81 us vs 3.28, 16x127 2.67 vs 3.16,
+# 4x300 1.82 vs 3.14 (one dw step); two dw steps: 8x1024 2.16 vs 3.18 and 16x512 2.85 vs 3.09,
+# but 64x127 4.54 vs 3.27. So one dw step only: TINY_FUSED_DW_MAX = TINY_DW_TILE.
 TINY_DW_TILE = 4096
+TINY_FUSED_DW_MAX = TINY_DW_TILE
 
 
 @dataclass(frozen=True)
