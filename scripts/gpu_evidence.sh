@@ -935,6 +935,23 @@ case "${1:-}" in
     pack gputests21f
     bench_part rms-tiny "${RT_S:-80}" --suite training --ops add_rms_norm --shapes 32x127 --max-minutes 1
     ;;
+  s22a)  # prepared in session 21 for the next session, carries .whl: correctness first, side by
+    # side: compute-sanitizer (the one-launch tiny add_rms_norm backward landed after s21e) and
+    # the INT4 tests with the streaming grad-input forced on; then alone the grad-input sweep
+    # --set gemv (int4.GRAD_GEMV against the default tile kernel at batch <= 2)
+    install_wheels
+    d="$OUT/gputests22a"; mkdir -p "$d"
+    sanitize_part &
+    ( timeout -k 5 "${LANE_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/test_int4.py \
+      -k "grad_input_gemv" >"$d/int4gemv.log" 2>&1; echo "exit $?" >>"$d/int4gemv.log" ) &
+    wait
+    tail -n 2 "$d/int4gemv.log"; pack gputests22a
+    mkdir -p "$OUT/int4gemv22"
+    timeout -k 5 "${SW_S:-240}" python3 experiments/int4grad20_sweep.py --set gemv \
+      --out "$OUT/int4gemv22/int4gemv22.json" --budget "${SW_B:-200}" >"$OUT/int4gemv22/sweep.log" 2>&1
+    echo "sweep exit $?" >>"$OUT/int4gemv22/sweep.log"; tail -n 3 "$OUT/int4gemv22/sweep.log" | cut -c1-600
+    pack int4gemv22
+    ;;
   *) echo "usage: gpu_evidence.sh one|two|three|verify|tests|final1|final2|s6a|s6b|s6c|final6|final6b|final6c|s7h|s7a|final7|roof7"; exit 2 ;;
 esac
 ls -la "$OUT"

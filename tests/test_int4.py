@@ -618,6 +618,39 @@ def test_int4_grad_input_split_n(
     assert_close(dx, grad_ref(g, w_exact))
 
 
+@kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "M,N,K,group,gpp,max_split",
+    [
+        (1, 200, 256, 128, 1, 32),  # 2 groups x 2 splits: the second chunk partial
+        (2, 333, 384, 64, 2, 3),  # odd N, groups of 64 two per program (the last block half)
+        (1, 70, 128, 128, 1, 1),  # one chunk: dx written directly, rows past N masked
+        (2, 1000, 128, 32, 1, 32),  # small groups, many rows per chunk
+    ],
+)
+def test_int4_grad_input_gemv(M, N, K, group, gpp, max_split, dtype, poison, monkeypatch):
+    # The streaming FMA grad-input (int4_grad.py, GRAD_GEMV): exact nibbles as q / 16, the
+    # scale folded into grad_out, N in FP32 partials summed in chunk order; outputs poisoned.
+    monkeypatch.setattr(int4_mod, "GRAD_GEMV", True)
+    monkeypatch.setattr(int4_mod, "GRAD_GEMV_GPP", gpp)
+    monkeypatch.setattr(int4_mod, "GRAD_MAX_SPLIT", max_split)
+    monkeypatch.setattr(int4_mod, "GRAD_GEMV_BLOCK_N", 16)
+    _, qw, w_exact = _case(M, N, K, group, dtype, seed=N + K)
+    g = rand(M, N, dtype=dtype, seed=31)
+    dx = int4_linear_grad_input(g, qw)
+    assert dx.shape == (M, K) and dx.dtype == dtype
+    assert_close(dx, grad_ref(g, w_exact))
+    # an output gradient of one sign: nothing large is carried and cancelled at the end
+    gp = g.abs() + 0.5
+    assert_close(int4_linear_grad_input(gp, qw), grad_ref(gp, w_exact))
+    assert torch.equal(int4_linear_grad_input(g, qw), dx)  # a fixed order: the same bits
+
+
+def test_int4_grad_input_gemv_off_by_default():
+    assert int4_mod.GRAD_GEMV is False  # prepared in session 21, not yet timed on the GPU
+
+
 def test_int4_grad_input_split_rule():
     # The H200's 132 SMs: batch 1 at K = 4096 (32 programs) splits; a batch that already fills
     # the GPU does not; the partials never outweigh the packed weight.

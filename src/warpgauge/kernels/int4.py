@@ -361,6 +361,13 @@ GRAD_FOLD_SCALES = True
 # against 189 for 0 and 167 for 2, 1x128256x4096 348 vs 433 / 353, 16x14336x4096 38.4 vs 47.6
 # / 39.9, 1x4096x4096 17.6 vs 20.0 / 17.7; 2 loses at 64-256 rows (64x14336x4096 206 vs 177).
 GRAD_DECODE = 1
+# Batch <= GRAD_GEMV_MAX_M: the streaming FMA grad-input (kernels/int4_grad.py, prepared in
+# session 21, off: not yet timed on the GPU); GPP groups of K per program, BLOCK_N rows per step.
+GRAD_GEMV = False
+GRAD_GEMV_MAX_M = 2
+GRAD_GEMV_GPP = 1
+GRAD_GEMV_BLOCK_N = 32
+GRAD_GEMV_WARPS = 4
 
 
 def _alloc(shape, dtype, device) -> torch.Tensor:
@@ -514,6 +521,9 @@ def int4_linear_grad_input_packed(
     out = dx.view(*grad_out.shape[:-1], K)
     if M == 0:
         return out
+    if GRAD_GEMV and M <= GRAD_GEMV_MAX_M:
+        _grad_input_gemv(g2, packed, scales, dx, group_size)
+        return out
     block_m, warps = (16, 4) if M <= GEMV_MAX_M else (64, 8)  # 64 rows x 4 warps: 188 registers
     tiles = triton.cdiv(M, block_m) * (K // group_size)
     split, chunk = grad_input_split(M, N, tiles, device_info(grad_out.device).sm_count)
@@ -531,6 +541,27 @@ def int4_linear_grad_input_packed(
     if split > 1:
         _reduce_partials(part, dx, M * K, split)
     return out
+
+
+def _grad_input_gemv(g2, packed, scales, dx, group_size: int) -> None:
+    """dx = g2 @ W through ``int4_grad._int4_grad_gemv_kernel`` (``GRAD_GEMV``): programs of
+    GRAD_GEMV_GPP groups x batch rows, N split by ``grad_input_split`` into FP32 partials."""
+    from .int4_grad import _int4_grad_gemv_kernel
+
+    M, N = g2.shape
+    K = dx.shape[1]
+    programs = M * triton.cdiv(K // group_size, GRAD_GEMV_GPP)
+    split, chunk = grad_input_split(M, N, programs, device_info(dx.device).sm_count)
+    part = dx if split == 1 else _alloc((split, M, K), torch.float32, dx.device)
+    words = packed.view(torch.int32)  # 8 nibbles a word: K % 16 == 0 (group_size % 16 == 0)
+    launch(_int4_grad_gemv_kernel, (programs, split),
+        g2, words, scales, dx, part, M, N, K, chunk,
+        g2.stride(0), g2.stride(1), words.stride(0), scales.stride(0), dx.stride(0),
+        GROUP=group_size, GPP=GRAD_GEMV_GPP, BLOCK_N=GRAD_GEMV_BLOCK_N, PARTIAL=split > 1,
+        num_warps=GRAD_GEMV_WARPS,
+    )  # fmt: skip
+    if split > 1:
+        _reduce_partials(part, dx, M * K, split)
 
 
 def grad_input_split(M: int, N: int, tiles: int, sm_count: int) -> tuple[int, int]:
