@@ -111,6 +111,16 @@ def test_strided_inputs_and_empty(tune):
     assert dx.shape == (0, 300) and torch.equal(dw, torch.zeros_like(w))
 
 
+def test_host_cdiv_matches_triton():
+    import triton
+
+    from warpgauge.kernels._launch import cdiv
+
+    for a in (0, 1, 7, 8, 9, 4095, 4096, 1 << 40):
+        for b in (1, 3, 8, 128):
+            assert cdiv(a, b) == triton.cdiv(a, b)
+
+
 def test_row_groups_rule(monkeypatch):
     monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune(min_group_elems=4096, min_rows_per_group=8))
     # groups: at most per_sm * SMs and one per step of rows, >= 4096 elements each, and above

@@ -75,6 +75,12 @@ except ImportError:  # pragma: no cover - a torch without it: never take the cac
     _wrap_enabled = None
 
 
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of host ints. ``triton.cdiv`` is a constexpr function in newer Tritons
+    (about 2.6 us a call on the host with Triton 3.9), too slow for a launcher's per-call math."""
+    return -(-a // b)
+
+
 def empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     t = torch.empty(shape, dtype=dtype, device=device)
     if POISON:

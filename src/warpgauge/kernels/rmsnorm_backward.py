@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from .._device import device_info
-from ._launch import empty, launch
+from ._launch import cdiv, empty, launch
 from ._rows import plan_for
 from .plans import RMS_BWD_GROUPS_PER_SM, RMS_BWD_PREFETCH_MAX, RowPlan, _warps
 
@@ -508,20 +508,20 @@ def row_groups(
     ``per_sm`` per SM and one per step of rows, then ``TUNE``'s caps (``tiny``: the tiny plan's
     ``TINY_GROUP_ELEMS`` instead of ``TUNE.min_group_elems``). Depends on the shape and the SM
     count only, so every call adds the partials in the same order."""
-    groups = max(1, min(triton.cdiv(rows, rows_per_step), per_sm * sm_count))
+    groups = max(1, min(cdiv(rows, rows_per_step), per_sm * sm_count))
     if not TUNE.legacy:
         min_elems = TINY_GROUP_ELEMS if tiny else TUNE.min_group_elems
         if min_elems:
             groups = min(groups, max(1, rows * n // min_elems))
         if TUNE.min_rows_per_group:
             groups = min(groups, max(sm_count, rows // TUNE.min_rows_per_group))
-    rows_per_prog = triton.cdiv(rows, groups)
-    return triton.cdiv(rows, rows_per_prog)
+    rows_per_prog = cdiv(rows, groups)
+    return cdiv(rows, rows_per_prog)
 
 
 def _finish_dw(part, dw, groups: int, n: int, sm_count: int) -> None:
     fc = finish_cols(n, sm_count)
-    launch(_rms_dw_finish, (triton.cdiv(n, fc),), part, dw, groups,
+    launch(_rms_dw_finish, (cdiv(n, fc),), part, dw, groups,
         N=n, BLOCK=fc, GROUPS=DW_FINISH_GROUPS, num_warps=4 if fc >= 64 else 2)  # fmt: skip
 
 
@@ -605,20 +605,20 @@ def _fold_groups(rows: int, n: int, sm: int) -> int:
     """Row groups of the folded split write (``SPLIT_FOLD_DW``): about ``SPLIT_FOLD_PER_SM``
     programs per SM over the column blocks and groups, at most one group per row; from the shape
     and the SM count only, so every call adds the dw partials in the same order."""
-    col_blocks = triton.cdiv(n, SPLIT_FOLD_BLOCK)
-    groups = max(1, min(rows, triton.cdiv(SPLIT_FOLD_PER_SM * sm, col_blocks)))
-    return triton.cdiv(rows, triton.cdiv(rows, groups))
+    col_blocks = cdiv(n, SPLIT_FOLD_BLOCK)
+    groups = max(1, min(rows, cdiv(SPLIT_FOLD_PER_SM * sm, col_blocks)))
+    return cdiv(rows, cdiv(rows, groups))
 
 
 def _dw_groups(rows: int, n: int, sm: int) -> int:
     """Row groups of the separate dw pass (looped and split plans): about 8 programs per SM over
     the column blocks and row groups, at most 1024 groups; one group writes dw itself (the old
     rule, ``TUNE.legacy``, always used two, or one for a single row, and the finish kernel)."""
-    col_blocks = triton.cdiv(n, DW_BLOCK)
-    groups = max(1, min(triton.cdiv(rows, DW_STEP), triton.cdiv(8 * sm, col_blocks), 1024))
+    col_blocks = cdiv(n, DW_BLOCK)
+    groups = max(1, min(cdiv(rows, DW_STEP), cdiv(8 * sm, col_blocks), 1024))
     if TUNE.legacy:
         groups = max(2, groups)
-    return triton.cdiv(rows, triton.cdiv(rows, groups))
+    return cdiv(rows, cdiv(rows, groups))
 
 
 def add_rms_norm_backward(
@@ -650,7 +650,7 @@ def add_rms_norm_backward(
     dw_arg = dw if dw is not None else dx_arg  # never written when HAS_DW is False
     if p.kind == "resident" and fused_tiny(rows, n, p, plan, need_dw):
         blk = p.resident_block(n, False)
-        launch(_rms_bwd_tiny, (triton.cdiv(rows, p.rows) + 1,),
+        launch(_rms_bwd_tiny, (cdiv(rows, p.rows) + 1,),
             dy, dh_arg, h, weight, dx_arg, dw, rows, eps, N=n, BLOCK=blk, ROWS=p.rows,
             DW_ROWS=max(1, TINY_DW_TILE // blk), HAS_DH=has_dh, num_warps=4,
         )  # fmt: skip
@@ -659,7 +659,7 @@ def add_rms_norm_backward(
         # Row groups: a few per SM (dw partials stay small), at most one per ROWS rows, and
         # (TUNE.min_group_elems) at least that many elements each.
         groups = _groups(rows, n, p, sm, plan)
-        rows_per_prog = triton.cdiv(rows, groups)
+        rows_per_prog = cdiv(rows, groups)
         # One group writes dw itself; dwp stays an FP32 pointer (never written then) so that
         # the kernel's specialization, and its compiled binary, does not depend on the row count.
         dwp = empty((groups if need_dw and groups > 1 else 1, n), torch.float32, h.device)
@@ -686,10 +686,10 @@ def add_rms_norm_backward(
         )  # fmt: skip
         if folds_dw(n, need_dw):  # dx and dw in one pass over h and dy
             groups = _fold_groups(rows, n, sm)
-            col_blocks = triton.cdiv(n, SPLIT_FOLD_BLOCK)
+            col_blocks = cdiv(n, SPLIT_FOLD_BLOCK)
             dwp = empty((groups if groups > 1 else 1, n), torch.float32, h.device)
             launch(_rms_bwd_split_write_dw, (groups, col_blocks),
-                dy, dh_arg, h, weight, dx_arg, part, dwp, dw, rows, triton.cdiv(rows, groups),
+                dy, dh_arg, h, weight, dx_arg, part, dwp, dw, rows, cdiv(rows, groups),
                 n_chunks, eps, N=n, BLOCK=SPLIT_FOLD_BLOCK, ROWS=SPLIT_FOLD_ROWS,
                 SPLIT_PAD=p.split_pad(n), HAS_DH=has_dh, num_warps=SPLIT_FOLD_WARPS,
             )  # fmt: skip
@@ -701,9 +701,9 @@ def add_rms_norm_backward(
             SPLIT_PAD=p.split_pad(n), HAS_DH=has_dh, num_warps=p.num_warps,
         )  # fmt: skip
     if need_dw:
-        col_blocks = triton.cdiv(n, DW_BLOCK)
+        col_blocks = cdiv(n, DW_BLOCK)
         groups = _dw_groups(rows, n, sm)
-        rows_per_group = triton.cdiv(rows, groups)
+        rows_per_group = cdiv(rows, groups)
         part = empty((groups, n), torch.float32, h.device)  # FP32 even when unused (1 group)
         launch(_rms_dw_partial, (col_blocks, groups), dy, h, rstd, part, dw, rows,
             rows_per_group, N=n, BLOCK=DW_BLOCK, STEP=DW_STEP, num_warps=4)  # fmt: skip
