@@ -111,14 +111,23 @@ def test_strided_inputs_and_empty(tune):
     assert dx.shape == (0, 300) and torch.equal(dw, torch.zeros_like(w))
 
 
-def test_host_cdiv_matches_triton():
+def test_host_cdiv_and_next_pow2_match_triton():
+    import random
+
+    import numpy as np
     import triton
 
-    from warpgauge.kernels._launch import cdiv
+    from warpgauge.kernels._launch import cdiv, next_pow2
 
     for a in (0, 1, 7, 8, 9, 4095, 4096, 1 << 40):
         for b in (1, 3, 8, 128):
             assert cdiv(a, b) == triton.cdiv(a, b)
+    rng = random.Random(7)
+    ns = [*range(0, 2049), *(2**k + d for k in range(1, 63) for d in (-1, 0, 1))]
+    ns += [rng.randrange(1, 2**63) for _ in range(2000)]
+    for n in ns:
+        assert next_pow2(n) == triton.next_power_of_2(n), n
+    assert next_pow2(np.int64(1000)) == 1024  # not a plain int: Triton's own
 
 
 def test_row_groups_rule(monkeypatch):

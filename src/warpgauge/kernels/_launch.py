@@ -39,6 +39,7 @@ import threading
 from typing import TYPE_CHECKING
 
 import torch
+import triton
 from torch.library import wrap_triton
 
 from .._device import device_info
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "launch",
+    "cdiv",
+    "next_pow2",
     "wrap_triton",
     "row_plan",
     "empty",
@@ -79,6 +82,15 @@ def cdiv(a: int, b: int) -> int:
     """Ceiling division of host ints. ``triton.cdiv`` is a constexpr function in newer Tritons
     (about 2.6 us a call on the host with Triton 3.9), too slow for a launcher's per-call math."""
     return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    """The smallest power of two >= ``n`` for host ints (0 for 0), as ``triton.next_power_of_2``
+    returns it for every ``n < 2**64``; that one is a constexpr function too (same host cost).
+    Anything but a plain int (a traced ``SymInt``, a NumPy integer) goes to Triton's."""
+    if type(n) is int:
+        return 1 << (n - 1).bit_length() if n > 0 else 0
+    return triton.next_power_of_2(n)
 
 
 def empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from .._checks import check_same_device, check_same_dtype, check_tensor, rows_view
-from ._launch import empty, launch
+from ._launch import cdiv, empty, launch, next_pow2
 from .work import Work, esize
 
 BLOCK = 4096  # 16 elements per thread at 8 warps: 2-4 16-byte vectors in flight per thread
@@ -80,15 +80,15 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return out
     if x.is_contiguous() and y.is_contiguous():
         blk, warps = (SMALL_BLOCK, SMALL_WARPS) if n <= SMALL_N else (BLOCK, NUM_WARPS)
-        launch(_add_flat, (triton.cdiv(n, blk),), x, y, out, n, BLOCK=blk, num_warps=warps)
+        launch(_add_flat, (cdiv(n, blk),), x, y, out, n, BLOCK=blk, num_warps=warps)
         return out
     x2, xs = rows_view("x", x)
     y2, ys = rows_view("y", y)
     rows, width = x2.shape
-    blk = min(BLOCK, triton.next_power_of_2(width))
+    blk = min(BLOCK, next_pow2(width))
     launch(
         _add_rows,
-        (rows, triton.cdiv(width, blk)),
+        (rows, cdiv(width, blk)),
         x2,
         y2,
         out,

@@ -47,8 +47,8 @@ from .._device import device_info, interpreter_enabled
 from . import gemm_persistent as gp
 from . import gemm_skinny as skinny
 from . import gemm_tma as tma
+from ._launch import cdiv, empty, launch
 from ._launch import compiled_variants as _count
-from ._launch import empty, launch
 from .gemm_skinny import SKINNY_MAX_M
 from .gemm_tile import (  # noqa: F401
     _INTERPRETER_CONFIG,
@@ -254,12 +254,12 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, token_dim: str = 
     )  # fmt: skip
     if interpreter_enabled():
         cfg = _INTERPRETER_CONFIG
-        grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
+        grid = (cdiv(M, cfg["BLOCK_M"]) * cdiv(N, cfg["BLOCK_N"]),)
         launch(kernel.fn, grid, *args, **cfg, UPCAST=upcast, HINTS=h, num_warps=4)
         return
 
     def grid(meta):
-        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+        return (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)
 
     _tuned_launch(kernel, grid, *args, UPCAST=False, HINTS=h)
 
@@ -312,7 +312,7 @@ def _launch_skinny(a, b, c, upcast: bool, plan: skinny.SkinnyPlan | None = None)
         plan = skinny.SkinnyPlan.for_shape(M, N, K, device_info(a.device).sm_count)
         if interpreter_enabled():  # small tiles: every program is numpy work
             plan = dataclasses.replace(plan, block_n=32, block_k=16)
-            plan = dataclasses.replace(plan, split_k=min(plan.split_k, triton.cdiv(K, 16)))
+            plan = dataclasses.replace(plan, split_k=min(plan.split_k, cdiv(K, 16)))
     h = hints(a, b, c) & ~64  # the token count M is never a hinted (specialized) size here
     partial = plan.split_k > 1
     part = empty((plan.split_k, M, N), torch.float32, a.device) if partial else c
@@ -326,7 +326,7 @@ def _launch_skinny(a, b, c, upcast: bool, plan: skinny.SkinnyPlan | None = None)
     )  # fmt: skip
     if partial:
         launch(
-            skinny.reduce_kernel, (triton.cdiv(M * N, REDUCE_BLOCK),),
+            skinny.reduce_kernel, (cdiv(M * N, REDUCE_BLOCK),),
             part, c, M, N, plan.split_k, c.stride(0), c.stride(1), BLOCK=REDUCE_BLOCK,
         )  # fmt: skip
 

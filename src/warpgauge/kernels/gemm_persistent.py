@@ -41,7 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import empty, launch
+from ._launch import cdiv, empty, launch
 from .gemm_tma import _desc, _tile_ids
 
 __all__ = ["persistent_kernel", "run_persistent", "pad_rows", "padded_empty", "copy_rows",
@@ -246,7 +246,7 @@ def run_persistent(a, b, c, meta: dict, sms: int, keys=(1, 1, 0), tile_end=None,
     N = b.shape[1]
     bm, bn = meta["BLOCK_M"], meta["BLOCK_N"]
     ad, bd, cd, a_t, b_t = _boxes(a, b, c, meta)
-    end = triton.cdiv(M, bm) * triton.cdiv(N, bn) if tile_end is None else tile_end
+    end = cdiv(M, bm) * cdiv(N, bn) if tile_end is None else tile_end
     launch(
         persistent_kernel, (min(end, sms),), ad, bd, cd, c, c.stride(0), M, N, K, end, *keys,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=meta["BLOCK_K"], GROUP_M=8, A_T=a_t, B_T=b_t,
@@ -292,9 +292,9 @@ def run_split(a, b, c, meta: dict, split: int, tile0=0, tiles=None, keys=(1, 1, 
     N = b.shape[1]
     bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
     if tiles is None:
-        tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn) - tile0
+        tiles = cdiv(M, bm) * cdiv(N, bn) - tile0
     ad, bd, _, a_t, b_t = _boxes(a, b, None, meta)
-    steps = triton.cdiv(triton.cdiv(K, bk), split)
+    steps = cdiv(cdiv(K, bk), split)
     part = empty((split * tiles, bm, bn), torch.float32, a.device)
     fused = fused and split > 1 and tiles <= MAX_FUSED_TILES
     cnt = counters(a.device) if fused else part
@@ -318,7 +318,7 @@ def run_hybrid(a, b, c, meta: dict, split: int, sms: int, keys=(1, 1, 0), upcast
     """Whole waves persistent, the last partial wave's tiles split ``split`` ways along K."""
     M, K = a.shape
     N = b.shape[1]
-    tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    tiles = cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])
     main = tiles // sms * sms
     if main:
         run_persistent(a, b, c, meta, sms, keys, main, upcast)
@@ -336,7 +336,7 @@ def pad_rows(t: torch.Tensor) -> torch.Tensor:
 def padded_empty(t: torch.Tensor) -> torch.Tensor:
     """An uninitialised (R, C) view of ``t``'s dtype whose rows are padded to 16 bytes."""
     R, C = t.shape
-    return empty((R, triton.cdiv(C, 8) * 8), t.dtype, t.device)[:, :C]
+    return empty((R, cdiv(C, 8) * 8), t.dtype, t.device)[:, :C]
 
 
 def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -346,7 +346,7 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
     sizes = (C, src.stride(0), dst.stride(0), src.data_ptr() // src.element_size(),
              dst.data_ptr() // dst.element_size())  # fmt: skip
     vec = vec if all(x % vec == 0 for x in sizes) else 1  # 16-byte rows: vector copies
-    launch(pad_copy_kernel, (triton.cdiv(R, 16), triton.cdiv(C, 256)), src, dst, R, C,
+    launch(pad_copy_kernel, (cdiv(R, 16), cdiv(C, 256)), src, dst, R, C,
            src.stride(0), dst.stride(0), BR=16, BC=256, VEC=vec, num_warps=4)  # fmt: skip
 
 
@@ -398,7 +398,7 @@ def line_padded(t: torch.Tensor) -> torch.Tensor:
     st = t if t.stride(1) == 1 else t.t()  # the row-major storage
     R, C = st.shape
     per_line = 128 // t.element_size()
-    width = triton.cdiv(C, per_line) * per_line
+    width = cdiv(C, per_line) * per_line
     flat = empty((R * width + per_line,), t.dtype, t.device)  # CUDA bases are on lines; CPU not
     skip = (-flat.data_ptr() % 128) // t.element_size()
     buf = flat[skip : skip + R * width].view(R, width)[:, :C]

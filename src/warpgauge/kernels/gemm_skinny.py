@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 
+from ._launch import cdiv, next_pow2
+
 __all__ = ["SkinnyPlan", "SKINNY_MAX_M", "SKINNY_SPLIT_MAX_M", "skinny_kernel", "reduce_kernel"]
 
 SKINNY_MAX_M = 64  # one 64-wide tensor-core N side holds every token: B is read once
@@ -66,19 +68,19 @@ class SkinnyPlan:
     @classmethod
     def for_shape(cls, M: int, N: int, K: int, sm_count: int) -> SkinnyPlan:
         if M > SKINNY_MAX_M:  # 65..SKINNY_SPLIT_MAX_M tokens (the caller checked the class)
-            tiles = triton.cdiv(N, 128) * triton.cdiv(M, SKINNY_SPLIT_MAX_M)
+            tiles = cdiv(N, 128) * cdiv(M, SKINNY_SPLIT_MAX_M)
             split = 1
-            while tiles * split * 2 <= sm_count and triton.cdiv(K, 64) >= 2 * split * 16:
+            while tiles * split * 2 <= sm_count and cdiv(K, 64) >= 2 * split * 16:
                 split *= 2
             return cls(SKINNY_SPLIT_MAX_M, 128, 64, split, num_warps=8, num_stages=4)
-        block_m = max(16, triton.next_power_of_2(max(int(M), 1)))
+        block_m = max(16, next_pow2(max(int(M), 1)))
         wide = N >= SKINNY_WIDE_N
         block_n, block_k, stages = (128, 128, 3) if wide else (64, 128, 4)
         if wide and block_m > 32:  # 64-step K, 6 stages: more loads in flight per program
             block_k, stages = 64, 6
         per_sm = SKINNY_PROGRAMS_PER_SM_64 if block_m > 32 else SKINNY_PROGRAMS_PER_SM
-        tiles = triton.cdiv(N, block_n) * triton.cdiv(M, block_m)
-        k_steps = triton.cdiv(K, block_k)
+        tiles = cdiv(N, block_n) * cdiv(M, block_m)
+        k_steps = cdiv(K, block_k)
         split = 1
         while tiles * split * 2 <= per_sm * sm_count and k_steps >= 2 * split * SKINNY_MIN_K_STEPS:
             split *= 2
@@ -86,10 +88,10 @@ class SkinnyPlan:
 
     def steps_per_split(self, K: int) -> int:
         """BLOCK_K steps per split (whole steps: every split but the last is unmasked)."""
-        return triton.cdiv(triton.cdiv(K, self.block_k), self.split_k)
+        return cdiv(cdiv(K, self.block_k), self.split_k)
 
     def grid(self, M: int, N: int) -> tuple[int, int, int]:
-        return (triton.cdiv(N, self.block_n), triton.cdiv(M, self.block_m), self.split_k)
+        return (cdiv(N, self.block_n), cdiv(M, self.block_m), self.split_k)
 
 
 @triton.jit(do_not_specialize=["M", "steps_per_split", "M_BUCKET", "K_BUCKET", "LAYOUT"])

@@ -22,6 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ._launch import next_pow2
+
 M_BUCKET_MAX = 4096  # beyond this the best tile no longer changes with M (tiles are <= 256 wide)
 
 
@@ -32,7 +34,7 @@ def _bucket(n: int) -> int:
     its value: there Inductor tunes the kernel itself, and every config stays eligible."""
     if isinstance(n, torch.SymInt):
         return M_BUCKET_MAX
-    return min(triton.next_power_of_2(max(int(n), 1)), M_BUCKET_MAX)
+    return min(next_pow2(max(int(n), 1)), M_BUCKET_MAX)
 
 
 def _layout(a: torch.Tensor, b: torch.Tensor) -> int:
@@ -116,7 +118,7 @@ def _prune(configs, named_args, **kwargs):
     """Skip tiles far wider than the problem (they only add idle lanes and benchmarking time), and
     32-row tiles unless the problem is small."""
     m_cap = max(64, named_args["M_BUCKET"])
-    n_cap = max(64, triton.next_power_of_2(named_args["N"]))
+    n_cap = max(64, next_pow2(named_args["N"]))
     small = named_args["M_BUCKET"] * named_args["N"] <= SMALL_WORK
     kept = [
         c

@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from .._device import interpreter_enabled
+from ._launch import cdiv, next_pow2
 
 __all__ = ["eligible", "descriptors", "tma_kernel", "set_block_shapes", "CONFIGS", "choose", "grid",
            "k_class"]  # fmt: skip
@@ -225,7 +226,7 @@ INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4,
 
 
 def _waves(M: int, N: int, bm: int, bn: int, sm_count: int) -> int:
-    return triton.cdiv(triton.cdiv(M, bm) * triton.cdiv(N, bn), sm_count)
+    return cdiv(cdiv(M, bm) * cdiv(N, bn), sm_count)
 
 
 # Time per tile relative to a 128x256 tile at full occupancy, read off the same sweeps: 256x128
@@ -237,7 +238,7 @@ _MID_COST = 1.15 / 2
 def k_class(K: int) -> int:
     """The K part of the rule's key: K's power-of-two bucket up to 2 * FLAT_MAX_K (all longer K
     share one), so in dB, where K is the token count, every K of a class shares one config."""
-    return min(triton.next_power_of_2(max(int(K), 1)), 2 * FLAT_MAX_K)
+    return min(next_pow2(max(int(K), 1)), 2 * FLAT_MAX_K)
 
 
 def choose(M: int, N: int, sm_count: int, K: int = FLAT_MAX_K, a_t: bool = False) -> triton.Config:
@@ -253,10 +254,10 @@ def choose(M: int, N: int, sm_count: int, K: int = FLAT_MAX_K, a_t: bool = False
       us), 128x128 3 half-cost waves (43.4 us). 128x256 and 256x128 run the flattened persistent
       loop when K <= FLAT_MAX_K; there a column-major A turns 256x128 into the swapped product in
       128x256 tiles (``WIDE_FLAT_T``)."""
-    if triton.cdiv(M, 128) * triton.cdiv(N, 256) <= sm_count // 2:
+    if cdiv(M, 128) * cdiv(N, 256) <= sm_count // 2:
         if K >= SPLIT_MIN_K and split_count(M, N, K, sm_count, SPLIT_TILE) > 1:
             return SPLIT_TILE
-        narrow = triton.cdiv(M, 64) * triton.cdiv(N, 128)
+        narrow = cdiv(M, 64) * cdiv(N, 128)
         if narrow > sm_count:
             return MID
         return TINY if narrow < sm_count // 8 else NARROW
@@ -279,8 +280,8 @@ def split_count(M: int, N: int, K: int, sm_count: int, cfg: triton.Config) -> in
     """K splits of ``cfg``'s tiles: the largest power of two that keeps tiles x splits within one
     wave (``sm_count`` programs) with >= SPLIT_MIN_STEPS K steps per split. The caller passes M's
     bucket and K's class, so every shape of a key gets the same split."""
-    tiles = triton.cdiv(M, cfg.kwargs["BLOCK_M"]) * triton.cdiv(N, cfg.kwargs["BLOCK_N"])
-    steps = triton.cdiv(K, cfg.kwargs["BLOCK_K"])
+    tiles = cdiv(M, cfg.kwargs["BLOCK_M"]) * cdiv(N, cfg.kwargs["BLOCK_N"])
+    steps = cdiv(K, cfg.kwargs["BLOCK_K"])
     split = 1
     while tiles * split * 2 <= sm_count and steps >= 2 * split * SPLIT_MIN_STEPS:
         split *= 2
@@ -288,7 +289,7 @@ def split_count(M: int, N: int, K: int, sm_count: int, cfg: triton.Config) -> in
 
 
 def grid(M: int, N: int, meta: dict, sm_count: int) -> tuple[int]:
-    tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    tiles = cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])
     return (min(tiles, sm_count) if meta["PERSISTENT"] else tiles,)
 
 

@@ -48,12 +48,11 @@ import functools
 from dataclasses import dataclass
 
 import torch
-import triton
 
 from .._checks import HALF_DTYPES, check_same_device, check_tensor
 from .._device import device_info, interpreter_enabled
 from ..quant import Int4Weight
-from ._launch import empty, launch
+from ._launch import cdiv, empty, launch, next_pow2
 from .int4_checks import _as_rows, _check_act_dtype, _check_weight
 from .int4_gemv import launch_pipelined
 from .int4_kernels import (  # noqa: F401  (the decode strings: tests and experiments read them)
@@ -261,7 +260,7 @@ class Int4Plan:
         return "gemv_dot" if self.block_m <= GEMV_MAX_M else "tiled"
 
     def tiles(self, M: int, N: int) -> int:
-        return triton.cdiv(M, self.block_m) * triton.cdiv(N, self.block_n)
+        return cdiv(M, self.block_m) * cdiv(N, self.block_n)
 
     @classmethod
     def for_shape(cls, M: int, N: int, K: int, sm_count: int, group_size: int = 128) -> Int4Plan:
@@ -291,12 +290,12 @@ class Int4Plan:
         # so the compiled graph guards on it (a new M recompiles rather than picking a wrong plan).
         M, N, K = int(M), int(N), int(K)
         n_groups = max(K // group_size, 1)
-        n_cap = max(16, triton.next_power_of_2(N))
+        n_cap = max(16, next_pow2(N))
         if M <= FMA_MAX_M and group_size % 8 == 0:
             k_step, bn = (FMA_PIPE_K_PER_ITER, FMA_PIPE_BLOCK_N) if FMA_PIPELINE else (
                 FMA_K_PER_ITER, FMA_BLOCK_N
             )  # fmt: skip
-            gpi = min(_pow2_floor(max(1, k_step // group_size)), triton.next_power_of_2(n_groups))
+            gpi = min(_pow2_floor(max(1, k_step // group_size)), next_pow2(n_groups))
             plan = dict(
                 block_m=1,
                 block_n=min(bn, n_cap),
@@ -308,13 +307,13 @@ class Int4Plan:
         elif M <= GEMV_MAX_M:
             plan = dict(block_m=16, block_n=min(GEMV_DOT_BLOCK_N, n_cap), num_stages=3)
         else:
-            bm = min(128, max(16, triton.next_power_of_2(M)))
+            bm = min(128, max(16, next_pow2(M)))
             # 8 warps from 64 rows up: 64x128 with 4 warps spills (255 registers) on sm_90.
             bn, warps = (128, 8 if bm >= 64 else 4)
             if bm == 128 and M <= WIDE_M_MAX_M:
                 bn, warps = WIDE_M_BLOCK_N, WIDE_M_NUM_WARPS
             plan = dict(block_m=bm, block_n=min(bn, n_cap), num_warps=warps, num_stages=3)
-        tiles = triton.cdiv(max(M, 1), plan["block_m"]) * triton.cdiv(N, plan["block_n"])
+        tiles = cdiv(max(M, 1), plan["block_m"]) * cdiv(N, plan["block_n"])
         if plan["block_m"] == 16:
             per_sm, min_groups, max_split = (
                 GEMV_DOT_PROGRAMS_PER_SM, GEMV_DOT_MIN_GROUPS_PER_SPLIT, GEMV_DOT_MAX_SPLIT_K
@@ -333,7 +332,7 @@ class Int4Plan:
         split = _split(tiles, sm_count, per_sm, n_groups, min_groups, max_split)
         if plan["block_m"] == 16 and split > 1 and n_groups < GEMV_DOT_FEW_GROUPS * split:
             bn = min(GEMV_DOT_FEW_GROUPS_BLOCK_N, plan["block_n"])
-            tiles = triton.cdiv(N, bn) * triton.cdiv(max(M, 1), 16)
+            tiles = cdiv(N, bn) * cdiv(max(M, 1), 16)
             plan["block_n"] = bn
             split = _split(tiles, sm_count, per_sm, n_groups, min_groups, max_split)
         if plan["block_m"] == 1 and plan["pipeline"] and split > 1 and FMA_PIPE_FUSED:
@@ -378,7 +377,7 @@ def _alloc(shape, dtype, device) -> torch.Tensor:
 
 def _half_pad(group_size: int) -> int:
     # Lanes per group half, a power of two >= 8 so that a group is >= 16 dot lanes.
-    return max(8, triton.next_power_of_2(group_size // 2))
+    return max(8, next_pow2(group_size // 2))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -420,7 +419,7 @@ def _launch_mm(plan, grid, x2, w, scales, y, part, M, N, K, group_size, dtype, u
         x2, w, scales, y, part, M, N, K, _MAGIC_F32,
         x2.stride(0), x2.stride(1), w.stride(0), scales.stride(0), y.stride(0), y.stride(1),
         GROUP=group_size, HALF_PAD=_half_pad(group_size),
-        WPAD=triton.next_power_of_2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
+        WPAD=next_pow2(max(group_size // 8, 1)), BLOCK_M=plan.block_m,
         BLOCK_N=plan.block_n, GPI=plan.groups_per_iter, SPLIT_K=plan.split_k,
         X_BF16=dtype == torch.bfloat16, UPCAST=upcast, **_decode_flags(plan, M, group_size),
         num_warps=plan.num_warps, num_stages=plan.num_stages,
@@ -486,7 +485,7 @@ def int4_linear_packed(
 def _reduce_partials(part, y, total, split) -> None:
     """y = the sum of the ``split`` FP32 partials ``part[s]`` (contiguous, ``total`` each), in
     split order (deterministic), rounded once to y's dtype; y contiguous."""
-    launch(_splitk_reduce_kernel, (triton.cdiv(total, REDUCE_BLOCK),),
+    launch(_splitk_reduce_kernel, (cdiv(total, REDUCE_BLOCK),),
         part, y, total, SPLIT_K=split, BLOCK=REDUCE_BLOCK, num_warps=4)  # fmt: skip
 
 
@@ -525,7 +524,7 @@ def int4_linear_grad_input_packed(
         _grad_input_gemv(g2, packed, scales, dx, group_size)
         return out
     block_m, warps = (16, 4) if M <= GEMV_MAX_M else (64, 8)  # 64 rows x 4 warps: 188 registers
-    tiles = triton.cdiv(M, block_m) * (K // group_size)
+    tiles = cdiv(M, block_m) * (K // group_size)
     split, chunk = grad_input_split(M, N, tiles, device_info(grad_out.device).sm_count)
     part = dx if split == 1 else _alloc((split, M, K), torch.float32, grad_out.device)
     launch(_int4_grad_input_kernel, (tiles, split),
@@ -550,7 +549,7 @@ def _grad_input_gemv(g2, packed, scales, dx, group_size: int) -> None:
 
     M, N = g2.shape
     K = dx.shape[1]
-    programs = M * triton.cdiv(K // group_size, GRAD_GEMV_GPP)
+    programs = M * cdiv(K // group_size, GRAD_GEMV_GPP)
     split, chunk = grad_input_split(M, N, programs, device_info(dx.device).sm_count)
     part = dx if split == 1 else _alloc((split, M, K), torch.float32, dx.device)
     words = packed.view(torch.int32)  # 8 nibbles a word: K % 16 == 0 (group_size % 16 == 0)
@@ -571,11 +570,11 @@ def grad_input_split(M: int, N: int, tiles: int, sm_count: int) -> tuple[int, in
     4096-wide K gives 32 programs, each a serial loop over all of N. Bounded so the FP32
     partials' traffic (split * M * K * 8 B, written and read) stays below the packed weight's
     N * K / 2 B, and by GRAD_MAX_SPLIT (the reduce kernel's unrolled loop)."""
-    blocks = triton.cdiv(N, GRAD_BLOCK_N)
-    want = triton.cdiv(GRAD_PROGRAMS_PER_SM * sm_count, tiles)
+    blocks = cdiv(N, GRAD_BLOCK_N)
+    want = cdiv(GRAD_PROGRAMS_PER_SM * sm_count, tiles)
     split = max(1, min(want, blocks, GRAD_MAX_SPLIT, N // (16 * M)))
-    per = triton.cdiv(blocks, split)
-    return triton.cdiv(blocks, per), per * GRAD_BLOCK_N
+    per = cdiv(blocks, split)
+    return cdiv(blocks, per), per * GRAD_BLOCK_N
 
 
 def int4_linear_grad_input(grad_out: torch.Tensor, qweight: Int4Weight) -> torch.Tensor:

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import launch
+from ._launch import launch, next_pow2
 from .int4_kernels import _MAGIC_F32, _XOR8, _dequant_halves, _fma_step, _fold_offset, _nib
 from .int4_tile import _counters, _tracing, fused_ok
 
@@ -312,7 +312,7 @@ def launch_pipelined(
                   num_stages=plan.pipeline)  # fmt: skip
     if plan.block_m == 16:
         launch(_int4_gemv_dot_kernel, grid, x2, w, scales, y, part, M, N, K, *strides,
-               HALF_PAD=max(8, triton.next_power_of_2(group_size // 2)), BLOCK_M=16,
+               HALF_PAD=max(8, next_pow2(group_size // 2)), BLOCK_M=16,
                EVEN=(K // group_size) % plan.groups_per_iter == 0, ONE_ROW=M == 1,
                X_BF16=x2.dtype == torch.bfloat16, UPCAST=upcast, ASM=asm, FOLD=fold,
                **common)  # fmt: skip
@@ -321,7 +321,7 @@ def launch_pipelined(
         fused = plan.split_k > 1 and plan.fused and fused_ok(grid[0])
         cnt = _counters(x2.device, grid[0], _tracing(x2)) if fused else part
         launch(_int4_gemv_pipe_kernel, grid, x2, w, scales, y, part, cnt, M, N, K, magic,
-               *strides, WPAD=triton.next_power_of_2(max(group_size // 8, 1)),
+               *strides, WPAD=next_pow2(max(group_size // 8, 1)),
                FOLD=bool(fma_fold), FUSED=fused, XR=bool(xr) and x2.stride(1) == 1 and not fma_fold,
                **common)  # fmt: skip
         return fused

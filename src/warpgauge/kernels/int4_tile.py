@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 from . import _launch
-from ._launch import launch
+from ._launch import cdiv, launch, next_pow2
 from .int4_kernels import _dequant_halves, _scaled
 
 MAX_FUSED_TILES = 8192  # counters per (device, stream); larger grids use the reduction kernel
@@ -247,7 +247,7 @@ def permute_x(x2: torch.Tensor, group_size: int) -> torch.Tensor:
     M, K = x2.shape
     y = _launch.empty((M, K), x2.dtype, x2.device)
     if M and K:
-        grid = (triton.cdiv(M, PERMUTE_BLOCK_M), triton.cdiv(K, PERMUTE_BLOCK_K))
+        grid = (cdiv(M, PERMUTE_BLOCK_M), cdiv(K, PERMUTE_BLOCK_K))
         launch(_permute_x_kernel, grid, x2, y, M, K, x2.stride(0), x2.stride(1),
                GROUP=group_size, BLOCK_M=PERMUTE_BLOCK_M, BLOCK_K=PERMUTE_BLOCK_K,
                num_warps=4)  # fmt: skip
@@ -373,15 +373,15 @@ def tile_rule(fields: dict, M: int, N: int, K: int, sm_count: int, group_size: i
     if M <= 16:
         return dict(fields, kernel="tile", fused=SMALL_WEIGHT_FUSED) if small else fields
     n_groups = max(K // group_size, 1)
-    n_cap = max(16, triton.next_power_of_2(N))
+    n_cap = max(16, next_pow2(N))
     if M <= 64 and not small:
-        bm = max(32, triton.next_power_of_2(M))
+        bm = max(32, next_pow2(M))
         bn = min(64, n_cap)
-        tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+        tiles = cdiv(M, bm) * cdiv(N, bn)
         split = _split(tiles, sm_count, TILE_PROGRAMS_PER_SM[bm], n_groups)
     elif 64 < M <= TILE_WIDE_MAX_M:
         bm, bn, split = 128, min(64, n_cap), 1
-        if triton.cdiv(M, bm) * triton.cdiv(N, bn) < TILE_WIDE_TILES_PER_SM * sm_count:
+        if cdiv(M, bm) * cdiv(N, bn) < TILE_WIDE_TILES_PER_SM * sm_count:
             return fields
     else:
         return fields

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import triton
+from ._launch import cdiv, next_pow2
 
 # Constants of the rule beyond the resident range, each with its measurement: plans_wide.py.
 from .plans_wide import (
@@ -143,7 +143,7 @@ def _softmax_warps(block: int) -> int:
 def body_block(width: int) -> int:
     """Smallest power-of-two block covering a row's 8-aligned body (``width // 8 * 8`` elements
     at most; the stray elements of an unaligned row go through the scalar edge)."""
-    return triton.next_power_of_2(max(width // 8 * 8, 1))
+    return next_pow2(max(width // 8 * 8, 1))
 
 
 @dataclass(frozen=True)
@@ -271,26 +271,26 @@ class RowPlan:
 
     def chunk(self, width: int) -> int:
         """Elements each split program covers (a multiple of ``block``)."""
-        per = triton.cdiv(width, self.split)
-        return triton.cdiv(per, self.block) * self.block
+        per = cdiv(width, self.split)
+        return cdiv(per, self.block) * self.block
 
     def split_pad(self, width: int) -> int:
         """Power of two covering any chunk count this width can have (depends on the width and
         block only, so a new row count never compiles a new merge kernel)."""
-        return triton.next_power_of_2(min(triton.cdiv(width, self.block), MAX_SPLIT))
+        return next_pow2(min(cdiv(width, self.block), MAX_SPLIT))
 
     def coop_chunks(self, width: int, aligned_path: bool) -> int:
         """Programs per row of a cooperative plan: blocks covering the row's body (at most
         ``width // 8 * 8`` elements on the aligned path, whose edge goes with chunk 0)."""
-        return triton.cdiv(width // 8 * 8 if aligned_path else width, self.block)
+        return cdiv(width // 8 * 8 if aligned_path else width, self.block)
 
     def n_chunks(self, width: int) -> int:
-        return triton.cdiv(width, self.chunk(width)) if self.kind == "split" else 1
+        return cdiv(width, self.chunk(width)) if self.kind == "split" else 1
 
     def programs(self, rows: int, sm_count: int) -> int:
         """Programs along the row axis of the grid."""
         if self.kind == "resident":
-            return triton.cdiv(rows, self.rows)
+            return cdiv(rows, self.rows)
         if self.kind == "looped" and self.programs_per_sm:
             return max(1, min(rows, self.programs_per_sm * sm_count))
         return rows
@@ -302,7 +302,7 @@ class RowPlan:
         if self.block >= need:
             return self.block
         if self.block >= width // 8 * 8:
-            return triton.next_power_of_2(width)
+            return next_pow2(width)
         raise ValueError(
             f"resident plan block {self.block} is narrower than the row ({width}); use "
             f"RowPlan.resident({width})"
@@ -367,10 +367,10 @@ class RowPlan:
         """About ``per_sm * sm_count`` programs in all. Without ``block``: 2048 up to width
         ``SPLIT_NARROW_MAX``, else 4096 (the width alone decides, so a new row count never
         compiles a new kernel)."""
-        target = max(2, triton.cdiv(per_sm * sm_count, max(rows, 1)))
+        target = max(2, cdiv(per_sm * sm_count, max(rows, 1)))
         if block is None:
             block = 2048 if width <= SPLIT_NARROW_MAX else 4096
-        split = max(1, min(target, triton.cdiv(width, block), MAX_SPLIT))
+        split = max(1, min(target, cdiv(width, block), MAX_SPLIT))
         return RowPlan("split", block, num_warps or _warps(block), split)
 
     @classmethod
@@ -417,11 +417,11 @@ class RowPlan:
         in_bytes = rows * width * elem_bytes
 
         def coop_fits(block: int) -> bool:
-            return triton.cdiv(width, block) <= COOP_MAX_CHUNKS_PER_SM * sm_count
+            return cdiv(width, block) <= COOP_MAX_CHUNKS_PER_SM * sm_count
 
         def softmax_coop() -> RowPlan:  # register chunks: smaller ones for inputs well inside L2
             small = l2_bytes > 0 and in_bytes < SOFTMAX_SMALL_L2_SHARE * l2_bytes
-            one_warp = triton.cdiv(width, COOP_SOFTMAX_ONE_WARP[0])
+            one_warp = cdiv(width, COOP_SOFTMAX_ONE_WARP[0])
             if (
                 one_warp <= SOFTMAX_ONE_WARP_MAX_CHUNKS
                 and rows * one_warp >= SOFTMAX_ONE_WARP_MIN_PER_SM * sm_count
@@ -468,9 +468,9 @@ class RowPlan:
             return cls.resident(width)
 
         if op == "softmax_bwd" and coop_fits(SOFTMAX_BWD_COOP_LOOP["block"]):
-            chunks = triton.cdiv(width, SOFTMAX_BWD_COOP_LOOP["block"])
+            chunks = cdiv(width, SOFTMAX_BWD_COOP_LOOP["block"])
             if rows * chunks < SOFTMAX_BWD_FEW_PER_SM * sm_count:
-                if triton.cdiv(width, SOFTMAX_BWD_COOP[0]) >= SOFTMAX_SPLIT_MIN_CHUNKS:
+                if cdiv(width, SOFTMAX_BWD_COOP[0]) >= SOFTMAX_SPLIT_MIN_CHUNKS:
                     return cls.split_for(rows, width, sm_count)
                 if coop_fits(SOFTMAX_BWD_COOP[0]):
                     return cls.coop(*SOFTMAX_BWD_COOP)
@@ -485,13 +485,13 @@ class RowPlan:
         if op == "rms" and coop_fits(COOP_RMS_SMALL[0]):  # beyond resident, any row count
             return cls.coop(*COOP_RMS_SMALL)
         if op == "rms" and coop_fits(COOP_SOFTMAX_LOOP["block"]):  # > 2 x SM chunks of 2048
-            loop_chunks = triton.cdiv(width, COOP_SOFTMAX_LOOP["block"])
+            loop_chunks = cdiv(width, COOP_SOFTMAX_LOOP["block"])
             if rows * loop_chunks >= RMS_COOP_LOOP_MIN_PER_SM * sm_count:
                 return cls.coop(**COOP_SOFTMAX_LOOP)
             if coop_fits(COOP_RMS[0]):
                 return cls.coop(*COOP_RMS)
         if op == "softmax":
-            chunks = triton.cdiv(width, COOP_SOFTMAX[0])
+            chunks = cdiv(width, COOP_SOFTMAX[0])
             past_l2 = in_bytes > l2_bytes if l2_bytes > 0 else not few
             huge = l2_bytes > 0 and in_bytes > SOFTMAX_LOOP_L2X * l2_bytes
             split = rows * chunks < COOP_SOFTMAX_FEW_PER_SM * sm_count and (
@@ -556,7 +556,7 @@ class RowPlan:
                                                    prefetch=pf))  # fmt: skip
         if width > 1024 and op != "rms_bwd":
             for block, warps in ((4096, 8), (8192, 16), (16384, 32)):
-                if block <= triton.next_power_of_2(width):
+                if block <= next_pow2(width):
                     for k in (0, 1, 2):
                         out.append(cls.looped(block, warps, programs_per_sm=k, evict=k > 0))
                     if op in ("softmax", ""):

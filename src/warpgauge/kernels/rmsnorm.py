@@ -23,7 +23,7 @@ import triton.language as tl
 
 from .._checks import check_eps, check_same_device, check_same_dtype, check_tensor, rows_view
 from .._device import device_info
-from ._launch import empty, empty_rows_like, launch
+from ._launch import empty, empty_rows_like, launch, next_pow2
 from ._rows import (
     align_for,
     body_span,
@@ -479,14 +479,14 @@ def add_rms_norm(x, residual, weight, eps: float = 1e-6, plan: RowPlan | None = 
     elif p.kind == "coop" and p.sub:
         g = p.coop_chunks(n, align)
         launch(_rms_coop_loop, (rows * g,), x2, r2, weight, y, h, coop_slots(rows, g, x.device),
-            xs, rs, rows, eps, coop_spin(), N=n, G=g, GP=triton.next_power_of_2(g), ALIGN=align,
+            xs, rs, rows, eps, coop_spin(), N=n, G=g, GP=next_pow2(g), ALIGN=align,
             S8=s8, num_warps=p.num_warps, **coop_loop_args(p),
         )  # fmt: skip
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)
         launch(_rms_coop, (rows * g,), x2, r2, weight, y, h, coop_slots(rows, g, x.device),
             xs, rs, rows, eps, coop_spin(), N=n, BLOCK=p.block, G=g,
-            GP=triton.next_power_of_2(g), ALIGN=align, S8=s8, W_EARLY=p.w_early,
+            GP=next_pow2(g), ALIGN=align, S8=s8, W_EARLY=p.w_early,
             num_warps=p.num_warps, **reg_cap(p),
         )  # fmt: skip
     elif p.kind == "looped":

@@ -13,7 +13,7 @@ import triton.language as tl
 
 from .._checks import check_out_dtype, check_tensor, rows_view
 from .._device import device_info
-from ._launch import empty, launch
+from ._launch import empty, launch, next_pow2
 from ._rows import (
     align_for,
     body_span,
@@ -273,7 +273,7 @@ def row_sum(x: torch.Tensor, out_dtype: torch.dtype | None = None, plan: RowPlan
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)
         launch(_row_sum_coop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride, rows,
-            coop_spin(), N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g), ALIGN=align,
+            coop_spin(), N=n, BLOCK=p.block, G=g, GP=next_pow2(g), ALIGN=align,
             S8=s8, EV=ev, num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "looped":

@@ -11,8 +11,7 @@ session-9 harness flushed).
 
 from __future__ import annotations
 
-import triton
-
+from ._launch import cdiv
 from .plans import (
     COOP_MAX_CHUNKS_PER_SM,
     RESIDENT_MAX,
@@ -79,7 +78,7 @@ def _plan(rows: int, width: int, sm: int) -> RowPlan:
     w_lo, w_hi = ROW_SUM_LOOP_WIDTHS
     if lo * sm <= rows < hi * sm and w_lo <= width <= w_hi and width % ROW_SUM_LOOP[0] == 0:
         return RowPlan.looped(*ROW_SUM_LOOP, evict=True)
-    chunks = triton.cdiv(width, COOP_ROW_SUM[0])
+    chunks = cdiv(width, COOP_ROW_SUM[0])
     if rows * chunks >= sm and chunks <= COOP_MAX_CHUNKS_PER_SM * sm:
         return RowPlan.coop(*COOP_ROW_SUM)
     if few:

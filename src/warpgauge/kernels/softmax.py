@@ -19,7 +19,7 @@ import triton.language as tl
 
 from .._checks import check_tensor, rows_view
 from .._device import device_info, resident_per_sm
-from ._launch import empty, empty_rows_like, launch
+from ._launch import empty, empty_rows_like, launch, next_pow2
 from ._rows import (
     align_for,
     body_span,
@@ -383,13 +383,13 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
     elif p.kind == "coop" and p.sub:
         g = p.coop_chunks(n, align)
         launch(_softmax_coop_loop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride,
-            rows, coop_spin(), N=n, G=g, GP=triton.next_power_of_2(g), ALIGN=align, S8=s8,
+            rows, coop_spin(), N=n, G=g, GP=next_pow2(g), ALIGN=align, S8=s8,
             num_warps=p.num_warps, **coop_loop_args(p), **reg_cap(p),
         )  # fmt: skip
     elif p.kind == "coop" and p.programs_per_sm:
         g = p.coop_chunks(n, align)
         args = (x2, y, coop_slots(rows, g, x.device), stride, rows, coop_spin())
-        meta = dict(N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g), ALIGN=align, S8=s8,
+        meta = dict(N=n, BLOCK=p.block, G=g, GP=next_pow2(g), ALIGN=align, S8=s8,
                     FAST=p.fast_exp, ASM=p.fast_exp and use_asm(),
                     DEPTH=2 if p.stages >= 2 else 1, num_warps=p.num_warps, **reg_cap(p))  # fmt: skip
         per_sm = min(p.programs_per_sm, _pf_fit(args, meta, x.device))
@@ -398,7 +398,7 @@ def softmax(x: torch.Tensor, plan: RowPlan | None = None) -> torch.Tensor:
     elif p.kind == "coop":
         g = p.coop_chunks(n, align)
         launch(_softmax_coop, (rows * g,), x2, y, coop_slots(rows, g, x.device), stride, rows,
-            coop_spin(), N=n, BLOCK=p.block, G=g, GP=triton.next_power_of_2(g), ALIGN=align,
+            coop_spin(), N=n, BLOCK=p.block, G=g, GP=next_pow2(g), ALIGN=align,
             S8=s8, FAST=p.fast_exp, ASM=p.fast_exp and use_asm(), HOLD=p.hold_x,
             NAP=p.nap if use_asm() else 0, num_warps=p.num_warps, **reg_cap(p),
         )  # fmt: skip

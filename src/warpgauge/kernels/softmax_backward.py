@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from .._device import device_info
-from ._launch import empty, launch
+from ._launch import empty, launch, next_pow2
 from ._rows import (
     align_for,
     body_span,
@@ -281,7 +281,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, plan: RowPlan | None = N
         keep, drop = ("evict_last", "evict_first") if p.evict else ("", "")
         launch(_softmax_bwd_coop, (rows * g,), y, dy, dx, coop_slots(rows, g, y.device), rows,
             coop_spin(), N=n, BLOCK=p.block, SUB=p.sub or p.block, G=g,
-            GP=triton.next_power_of_2(g), ALIGN=align, HOLD=not p.sub, EV_KEEP=keep,
+            GP=next_pow2(g), ALIGN=align, HOLD=not p.sub, EV_KEEP=keep,
             EV_DROP=drop, num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "resident":
