@@ -376,6 +376,25 @@ def stability(
 
 
 @app.command()
+def goals(
+    runs: Annotated[list[Path], typer.Argument(help="One or more run directories.")],
+    band: Annotated[float, typer.Option(help="Level band of the never-slower check.")] = 0.03,
+    json_: Annotated[Path | None, typer.Option("--json", help="Write every check here.")] = None,
+    markdown: Annotated[Path | None, typer.Option(help="Write a markdown page here.")] = None,
+    strict: Annotated[bool, typer.Option(help="Exit 1 when any check fails.")] = False,
+    top: Annotated[int, typer.Option(help="Failed checks shown per run.")] = 40,
+) -> None:
+    """Every case of a run that misses an open issue's goal (ratios, % of the copy ceiling)."""
+    from warpgauge import goals as goals_mod
+
+    try:
+        code = goals_mod.goals_cli(runs, band, json_, markdown, strict, top)
+    except ValueError as e:
+        raise _fail(f"warpgauge goals: {e}") from None
+    raise typer.Exit(code)
+
+
+@app.command()
 def export(
     run: Annotated[Path, typer.Argument(help="Run directory.")],
     format: Annotated[
