@@ -830,7 +830,15 @@ case "${1:-}" in
     # .whl: the whole training suite, then P19 held out on hidden sizes (tuning/plans_hidden20.toml)
     python3 -c "import quack.softmax; print('quack ok')" 2>&1 | tail -n 1
     bench_part fwd-bwd "${FB_S:-400}" --mode fwd_bwd --max-minutes "${FB_MIN:-5.6}"
-    bench_part hidden "${HID_S:-170}" --suite tuning/plans_hidden20.toml --max-minutes "${HID_MIN:-2.4}"
+    [ "${HID_S:-170}" = 0 ] || bench_part hidden "${HID_S:-170}" --suite tuning/plans_hidden20.toml --max-minutes "${HID_MIN:-2.4}"
+    ;;
+  s22b)  # prepared in session 22 (no GPU lent), carries .whl: the DRAM-bound wide-row plan grid
+    # (tuning/plans_dram22.toml: softmax 256-8192 rows x 32000-262144, add_rms_norm and row_sum at
+    # 1024-4096 x 131072 / 151936; every candidate forced, cold), its regret report, and the
+    # goals of the run. Next session's order: s22a with .peers/x1-x4, s20b, s20c with HID_S=0,
+    # then this (~28 device minutes in all)
+    install_wheels
+    bench_part dram "${DRAM_S:-330}" --suite tuning/plans_dram22.toml --max-minutes "${DRAM_MIN:-4.8}"
     ;;
   s20d)  # session 20, carries .whl: the INT4 grad-input split over N (int4.grad_input_split): its
     # GPU tests (side by side, correctness only), then alone experiments/int4grad20_sweep.py and

@@ -207,3 +207,21 @@ def test_parse_shape_labels():
     )  # fmt: skip
     label, shape = parse_shape("int4_linear", "16x4096x4096", {"group_size": 64})
     assert label == "16x4096x4096,g=64" and shape["group_size"] == 64
+
+
+def test_every_tuning_grid_loads_with_its_quick_cells_inside_it():
+    from pathlib import Path
+
+    files = sorted((Path(__file__).resolve().parents[1] / "tuning").glob("*.toml"))
+    assert files, "tuning/*.toml: the prepared plan grids are missing"
+    for f in files:
+        suite = load_suite(str(f))
+        assert suite.mode == "plans", f.name
+        cells = {(g.op, g.shape_label) for g, _lane in suite.cases()}
+        assert cells, f.name
+        quick = {(g.op, g.shape_label) for g in load_suite(str(f), quick=True).groups}
+        assert quick and quick <= cells, (f.name, quick - cells)
+    dram = load_suite(str(files[0].parent / "plans_dram22.toml"))
+    labels = {g.shape_label for g, _ in dram.cases() if g.op == "softmax"}
+    assert {"1024x151936", "4096x131072", "8192x32000"} <= labels  # the copy-ceiling misses
+    assert "8192x151936" not in labels  # 1.24 G elements: past max_elements
