@@ -154,3 +154,17 @@ def test_the_committed_goals_page_is_what_its_runs_give():
     assert json.loads(json.dumps(again)) == committed
     md = (ROOT / "results" / "goals" / "goals.md").read_text()
     assert md == G.markdown(again)
+
+
+def test_the_report_has_the_goal_checks(tmp_path):
+    from warpgauge import report as R
+
+    run = ROOT / "results" / "20261204-182132-default"
+    if not run.is_dir():
+        pytest.skip("the session-21 add run is not in this checkout")
+    assert R.report_cli(run, tmp_path / "rep") == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Goal checks" in md and "2 failed checks in 1 of 10 cases" in md
+    assert "| add/bfloat16/257/warm | band | compile | **0.956x < 0.97x** |" in md
+    passed = _run([_case("add", {"numel": 4096}, "cold", [_prov("warpgauge", "warpgauge", 4.0)])])
+    assert R.goal_blocks(passed)[1][1].startswith("Every goal check passed")

@@ -181,7 +181,8 @@ def _fmt(x: float | None, nd: int = 2) -> str:
     return "" if x is None else f"{x:.{nd}f}"
 
 
-def _value(m: dict) -> str:
+def describe_value(m: dict) -> str:
+    """A failed check's value against its goal, e.g. ``0.950x < 0.97x`` or ``72.4% < 90%``."""
     if m["check"] in ("copy", "int4-copy"):
         shown = f"{_fmt(m['value'], 1)}%" if m["value"] is not None else "no rate"
         return f"{shown} < {m['goal']:.0f}%"
@@ -209,7 +210,7 @@ def markdown(results: list[dict]) -> str:
             out.append("| case | check | against | value | warpgauge us | other us | % copy |")
             out.append("|---|---|---|---|---|---|---|")
             for m in ms:
-                out.append(f"| {m['case_id']} | {m['check']} | {m['provider']} | {_value(m)} | "
+                out.append(f"| {m['case_id']} | {m['check']} | {m['provider']} | {describe_value(m)} | "
                            f"{_fmt(m['wg_us'])} | {_fmt(m['other_us'])} | "
                            f"{_fmt(m['pct_copy'], 1)} |")  # fmt: skip
             out.append("")
@@ -248,7 +249,7 @@ def goals_cli(runs: list[str | os.PathLike], band: float = BAND, json_out=None, 
         for col in ("case", "check", "against", "value", "wg us", "other us"):
             t.add_column(col)
         for m in ms[:top]:
-            t.add_row(m["case_id"], m["check"], m["provider"], _value(m), _fmt(m["wg_us"]),
+            t.add_row(m["case_id"], m["check"], m["provider"], describe_value(m), _fmt(m["wg_us"]),
                       _fmt(m["other_us"]))  # fmt: skip
         con.print(t if top > 0 else t.title)
         if 0 < top < len(ms):

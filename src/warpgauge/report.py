@@ -310,6 +310,7 @@ def build_blocks(
     b.append(("p", "Speedup = other provider's median / warpgauge's (> 1: warpgauge is faster); "
                    f"a tie ({OVERLAP_MARK}) is a ratio whose p10–p90 intervals overlap."))  # fmt: skip
     b.append(("table", headers, rows))
+    b += goal_blocks(run)
     b.append(("h2", "Run"))
     facts = [[k, Cell(str(v), "text")] for k, v in _run_facts(run)]
     b.append(("table", ["what", "value"], facts))
@@ -349,6 +350,33 @@ def build_blocks(
         b.append(("table", headers, rows))
     else:
         b.append(("p", "Every provider passed its gate and was timed in every case."))
+    return b
+
+
+GOALS_SHOWN = 30
+
+
+def goal_blocks(run: Run) -> list[tuple]:
+    """The open issues' goals checked against this run (``goals.check_run``): how many checks
+    failed, and the first ``GOALS_SHOWN`` of them."""
+    from .goals import check_run, describe_value
+
+    res = check_run(run)
+    ms = res["misses"]
+    b: list[tuple] = [("h2", "Goal checks")]
+    if not ms:
+        b.append(("p", f"Every goal check passed ({sum(res['checked'].values())} comparisons)."))
+        return b
+    cases = len({m["case_id"] for m in ms})
+    b.append(("p", f"{len(ms)} failed checks in {cases} of {res['cases']} cases: ratio floors "
+                   "(the 3% band against every timed provider, 1.00x in training steps, gemm "
+                   "0.95x cuBLAS, INT4 1.2x tinygemm / dense) and copy-ceiling goals; "
+                   f"`warpgauge goals {run.run_dir}` lists every one (checks: `goals.py`)."))  # fmt: skip
+    rows = [[m["case_id"], m["check"], m["provider"], Cell(describe_value(m), "loss")]
+            for m in ms[:GOALS_SHOWN]]  # fmt: skip
+    b.append(("table", ["case", "check", "against", "value"], rows))
+    if len(ms) > GOALS_SHOWN:
+        b.append(("p", f"... and {len(ms) - GOALS_SHOWN} more."))
     return b
 
 
