@@ -168,3 +168,14 @@ def test_the_report_has_the_goal_checks(tmp_path):
     assert "| add/bfloat16/257/warm | band | compile | **0.956x < 0.97x** |" in md
     passed = _run([_case("add", {"numel": 4096}, "cold", [_prov("warpgauge", "warpgauge", 4.0)])])
     assert R.goal_blocks(passed)[1][1].startswith("Every goal check passed")
+
+
+def test_the_plot_and_each_case_s_worst_check():
+    rows = {"rows": 64, "width": 4096}
+    res = G.check_run(_run([_case("softmax", rows, "cold", [
+        _prov("warpgauge", "warpgauge", 10.0), _prov("compile", "compile", 12.0),
+        _prov("liger", "peer", 9.5)])]))  # fmt: skip
+    (w,) = res["worst"]
+    assert w["against"] == "liger" and w["attainment"] == pytest.approx(0.95 / 0.97)
+    png = G.goals_figure([res, res])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000

@@ -383,12 +383,13 @@ def goals(
     markdown: Annotated[Path | None, typer.Option(help="Write a markdown page here.")] = None,
     strict: Annotated[bool, typer.Option(help="Exit 1 when any check fails.")] = False,
     top: Annotated[int, typer.Option(help="Failed checks shown per run.")] = 40,
+    plot: Annotated[Path | None, typer.Option(help="Write a PNG of every case here.")] = None,
 ) -> None:
     """Every case of a run that misses an open issue's goal (ratios, % of the copy ceiling)."""
     from warpgauge import goals as goals_mod
 
     try:
-        code = goals_mod.goals_cli(runs, band, json_, markdown, strict, top)
+        code = goals_mod.goals_cli(runs, band, json_, markdown, strict, top, plot)
     except ValueError as e:
         raise _fail(f"warpgauge goals: {e}") from None
     raise typer.Exit(code)

@@ -99,7 +99,8 @@ def _floors(mode: str, row: dict, other: dict, band: float) -> list[tuple[str, f
 def check_run(run: Run | str | os.PathLike, band: float = BAND) -> dict:
     """Every goal check of one run: ``misses`` (a list of :class:`Miss` as dicts), ``geomeans``
     (gemm against cuBLAS per lane), ``coverage`` (providers not timed, per op and status) and
-    ``checked`` (how many comparisons each check made)."""
+    ``checked`` (how many comparisons each check made), ``worst`` (per case the check furthest
+    from its goal, passed or not: ``attainment`` = value / goal, below 1 a miss)."""
     run = run if isinstance(run, Run) else load_run(run)
     mode = _mode(run)
     by_case: dict[str, list[dict]] = defaultdict(list)
@@ -109,6 +110,7 @@ def check_run(run: Run | str | os.PathLike, band: float = BAND) -> dict:
     checked: Counter = Counter()
     coverage: Counter = Counter()
     gemm_ratios: dict[str, list[float]] = defaultdict(list)
+    worst: list[dict] = []
     for case_id, rows in by_case.items():
         wg = next((r for r in rows if r["provider"] == WARPGAUGE), None)
         wg = wg or next((r for r in rows if r["family"] == WARPGAUGE), None)
@@ -127,13 +129,15 @@ def check_run(run: Run | str | os.PathLike, band: float = BAND) -> dict:
                                value, goal, _t, other_us, _pct))  # fmt: skip
 
         op = wg["op"]
+        low: list[tuple[float, str, str]] = []  # (value / goal, check, against) of this case
         for other in rows:
             if other is wg or other["family"] == WARPGAUGE or not _ok(other):
                 continue
             ratio = other["device_median_us"] / t
             floors = _floors(mode, wg, other, band)
-            for name, _ in floors:
+            for name, goal in floors:
                 checked[name] += 1
+                low.append((ratio / goal, name, other["provider"]))
             failed = [(name, goal) for name, goal in floors if ratio < goal]
             if failed:
                 goal = max(g for _, g in failed)
@@ -143,14 +147,20 @@ def check_run(run: Run | str | os.PathLike, band: float = BAND) -> dict:
                 gemm_ratios[wg["lane"]].append(ratio)
         if op in ROW_OPS and mode != "fwd_bwd" and (wg["bytes"] or 0) >= COPY_MIN_BYTES:
             checked["copy"] += 1
+            low.append(((pct or 0.0) / COPY_FRACTION, "copy", "copy ceiling"))
             if pct is None or pct < COPY_FRACTION:
                 miss("copy", "copy ceiling", pct, COPY_FRACTION)
         if op == "int4_linear" and mode != "fwd_bwd" and wg["lane"] == "cold":
             n, k = wg["shape_N"] or 0, wg["shape_K"] or 0
             if wg["shape_M"] == 1 and n * k // 2 >= INT4_COPY_MIN_WEIGHT:
                 checked["int4-copy"] += 1
+                low.append(((pct or 0.0) / INT4_COPY_FRACTION, "int4-copy", "copy ceiling"))
                 if pct is None or pct < INT4_COPY_FRACTION:
                     miss("int4-copy", "copy ceiling", pct, INT4_COPY_FRACTION)
+        if low:
+            a, name, against = min(low)
+            worst.append({"case_id": case_id, "op": op, "lane": wg["lane"], "attainment": a,
+                          "check": name, "against": against})  # fmt: skip
     geomeans = {
         lane: math.exp(sum(math.log(x) for x in xs) / len(xs))
         for lane, xs in sorted(gemm_ratios.items())
@@ -170,6 +180,7 @@ def check_run(run: Run | str | os.PathLike, band: float = BAND) -> dict:
         "checked": dict(sorted(checked.items())),
         "misses": [asdict(m) for m in misses],
         "geomeans": geomeans,
+        "worst": worst,
         "coverage": [
             {"op": op, "provider": p, "status": s, "cases": n}
             for (op, p, s), n in sorted(coverage.items())
@@ -224,8 +235,49 @@ def markdown(results: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def goals_figure(results: list[dict]) -> bytes:
+    """A PNG: per run, each case's check furthest from its goal (value / goal, log2), by op and
+    lane; below the line at 1 the case misses a goal."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 2.9 * len(results) + 0.6), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(results), 1, squeeze=False)[:, 0]
+    for ax, res in zip(axes, results, strict=True):
+        ops = list(dict.fromkeys(w["op"] for w in res["worst"]))
+        for i, op in enumerate(ops):
+            for lane, dx, marker in (("cold", -0.14, "o"), ("warm", 0.14, "^")):
+                ys = sorted(w["attainment"] for w in res["worst"]
+                            if w["op"] == op and w["lane"] == lane)  # fmt: skip
+                xs = [i + dx + 0.18 * ((j * 0.618) % 1 - 0.5) for j in range(len(ys))]
+                colors = ["#c0392b" if y < 1 else "#2e86c1" for y in ys]
+                ax.scatter(xs, ys, s=18, c=colors, marker=marker, alpha=0.8, linewidths=0)
+        for lane, marker in (("cold", "o"), ("warm", "^")):
+            ax.scatter([], [], s=18, c="#777", marker=marker, label=f"{lane} lane")
+        ax.axhline(1.0, color="#333", lw=1)
+        ax.set_yscale("log", base=2)
+        att = [w["attainment"] for w in res["worst"] if w["attainment"] > 0] or [1.0]
+        ax.set_ylim(min(0.7, min(att) / 1.1), max(1.6, max(att) * 1.1))
+        ax.set_xticks(range(len(ops)), ops, fontsize=9)
+        ax.set_xlim(-0.6, len(ops) - 0.4)
+        misses = sum(1 for w in res["worst"] if w["attainment"] < 1)
+        ax.set_title(f"{res['run_id']} ({res['mode']}): {misses} of {len(res['worst'])} cases "
+                     "below a goal (red)", fontsize=10)  # fmt: skip
+        ax.set_ylabel("value / goal (log2)", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper right")
+    fig.suptitle("warpgauge goals: each case's check furthest from its goal (o cold, ^ warm)",
+                 fontsize=11)  # fmt: skip
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
+
+
 def goals_cli(runs: list[str | os.PathLike], band: float = BAND, json_out=None, md_out=None,
-              strict: bool = False, top: int = 40) -> int:  # fmt: skip
+              strict: bool = False, top: int = 40, plot_out=None) -> int:  # fmt: skip
     """``warpgauge goals``: print the misses (the first ``top`` per run), write ``--json`` /
     ``--markdown`` when asked. Exit 0, or 1 with ``strict`` when any check failed; 2 when a
     run cannot be read."""
@@ -265,4 +317,7 @@ def goals_cli(runs: list[str | os.PathLike], band: float = BAND, json_out=None, 
     if md_out:
         atomic_write_bytes(Path(md_out), markdown(results).encode("utf-8"))
         print(md_out)
+    if plot_out:
+        atomic_write_bytes(Path(plot_out), goals_figure(results))
+        print(plot_out)
     return 1 if strict and any(res["misses"] for res in results) else 0
