@@ -98,7 +98,7 @@ bench_part() {  # bench_part NAME LIMIT_S ARGS...: one run under $OUT/NAME, vali
     timeout 60 python3 -m warpgauge validate "$run" >>"$OUT/$name/validate.txt" 2>&1
     echo "validate exit $?" >>"$OUT/$name/validate.txt"
     # every case below an open issue's goal, beside the run (a file inside it would be unlisted)
-    timeout 60 python3 -m warpgauge goals "$run" --top 0 --markdown "$OUT/$name/goals-$(basename "$run").md" \
+    timeout 60 python3 -m warpgauge goals "$run" --top 0 --markdown "$OUT/$name/goals-$(basename "$run").md" --plot "$OUT/$name/goals-$(basename "$run").png" \
       >>"$OUT/$name/goals.txt" 2>&1
   done
   tail -n 4 "$OUT/$name/bench.log" "$OUT/$name/validate.txt" 2>/dev/null
