@@ -179,3 +179,21 @@ def test_the_plot_and_each_case_s_worst_check():
     assert w["against"] == "liger" and w["attainment"] == pytest.approx(0.95 / 0.97)
     png = G.goals_figure([res, res])
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_the_command_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from warpgauge.cli import app
+
+    run = ROOT / "results" / "20261204-182132-default"
+    if not run.is_dir():
+        pytest.skip("the session-21 add run is not in this checkout")
+    res = CliRunner().invoke(
+        app, ["goals", str(run), "--strict", "--plot", str(tmp_path / "g.png")]
+    )
+    assert res.exit_code == 1 and "add/bfloat16/257/warm" in res.output
+    assert (tmp_path / "g.png").stat().st_size > 10_000
+    assert CliRunner().invoke(app, ["goals", str(run)]).exit_code == 0
+    bad = CliRunner().invoke(app, ["goals", str(run), "--band", "1.5"])
+    assert bad.exit_code == 2 and "--band" in bad.output
