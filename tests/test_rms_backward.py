@@ -328,3 +328,45 @@ def test_split_write_with_folded_dw(rows, width, block, fold_per_sm, monkeypatch
     assert ("_rms_dw_finish" in launched) == (groups > 1)
     again = bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6, plan=plan)[1]
     assert torch.equal(again, bwd.add_rms_norm_backward(dy, dh, h, w, 1e-6, plan=plan)[1])
+
+
+# Found by mutation testing (session 22): the committed bound, eps, forced plans' groups.
+def test_tiny_fused_dw_committed_bound_one_launch(monkeypatch):
+    # The module's own TINY_FUSED_DW_MAX (not patched): 32x127 (launch block 128, 4096
+    # elements, one dw step) runs as the one fused launch, 33 rows as the tiny plan's kernels.
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune())
+    cpu = torch.device("cpu")
+    assert bwd.backward_kernels(32, 127, cpu) == 1
+    assert bwd.backward_kernels(33, 127, cpu) == 2
+    h, dy = _rand((32, 127), torch.float32, 31), _rand((32, 127), torch.float32, 32)
+    w = _rand((127,), torch.float32, 33)
+    launched = _spy_launches(monkeypatch)
+    bwd.add_rms_norm_backward(dy, None, h, w, 1e-6)
+    assert launched == ["_rms_bwd_tiny"]
+
+
+@pytest.mark.parametrize("rows,width", [(32, 127), (3, 17)])
+def test_tiny_fused_small_h_uses_eps(rows, width, monkeypatch):
+    # mean(h^2) ~ eps: the fused kernel's dx programs and its dw program both need eps in rstd.
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune())
+    h = _rand((rows, width), torch.float32, 41) * 1e-3
+    dy = _rand((rows, width), torch.float32, 42)
+    w = _rand((width,), torch.float32, 43)
+    assert bwd.fused_tiny(rows, width, bwd.bwd_plan(rows, width, h.device), None, True)
+    dx, dw = bwd.add_rms_norm_backward(dy, None, h, w, 1e-6)
+    dx_ref, dw_ref = _ref(dy, None, h, w, eps=1e-6)
+    assert_close(dx, dx_ref, msg="dx")
+    assert_close(dw, dw_ref, msg="dw")
+
+
+def test_forced_plan_groups_ignore_tiny_rule(monkeypatch):
+    # A forced resident plan runs as forced: its row groups follow TUNE.min_group_elems even
+    # at a tiny shape (TINY_GROUP_ELEMS is the rule's plan only).
+    monkeypatch.setattr(bwd, "TUNE", bwd.BwdTune())
+    plan = RowPlan("resident", 1024, 4, rows=2, programs_per_sm=2)
+    assert bwd.is_tiny(9, plan.resident_block(1001, False))
+    assert bwd._groups(9, 1001, plan, 4, plan) == bwd.row_groups(9, 1001, 2, 2, 4) == 2
+    rule = bwd.bwd_plan(9, 1001, torch.device("cpu"))
+    assert bwd._groups(9, 1001, rule, 4, None) == bwd.row_groups(
+        9, 1001, rule.rows, 2, 4, tiny=True
+    )
