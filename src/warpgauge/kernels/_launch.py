@@ -39,7 +39,6 @@ import threading
 from typing import TYPE_CHECKING
 
 import torch
-import triton
 from torch.library import wrap_triton
 
 from .._device import device_info
@@ -90,6 +89,8 @@ def next_pow2(n: int) -> int:
     Anything but a plain int (a traced ``SymInt``, a NumPy integer) goes to Triton's."""
     if type(n) is int:
         return 1 << (n - 1).bit_length() if n > 0 else 0
+    import triton  # here, not at import: `import warpgauge` loads no Triton (tests/test_errors.py)
+
     return triton.next_power_of_2(n)
 
 
