@@ -197,3 +197,17 @@ def test_the_command_line(tmp_path):
     assert CliRunner().invoke(app, ["goals", str(run)]).exit_code == 0
     bad = CliRunner().invoke(app, ["goals", str(run), "--band", "1.5"])
     assert bad.exit_code == 2 and "--band" in bad.output
+
+
+def test_a_loss_within_the_spread_is_marked_but_still_a_miss():
+    rows = {"rows": 64, "width": 4096}
+    wg, lig = _prov("warpgauge", "warpgauge", 10.0), _prov("liger", "peer", 9.9)
+    wg["device_time"].update(p10_us=9.8, p90_us=10.3)
+    lig["device_time"].update(p10_us=9.7, p90_us=10.0)
+    res = G.check_run(_run([_case("softmax", rows, "cold", [wg, lig])], mode="fwd_bwd"))
+    (m,) = res["misses"]
+    assert m["check"] == "train" and m["tie"] is True
+    assert G.describe_value(m) == "0.990x\u2020 < 1.00x"
+    lig["device_time"].update(p10_us=9.0, p90_us=9.5)  # apart: a plain loss
+    (m,) = G.check_run(_run([_case("softmax", rows, "cold", [wg, lig])], mode="fwd_bwd"))["misses"]
+    assert m["tie"] is False
