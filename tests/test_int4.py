@@ -24,6 +24,8 @@ from warpgauge.kernels.int4 import (
 from warpgauge.quant import Int4Weight, pack_int4, quantize_int4, unpack_int4
 from warpgauge.reference import assert_close, int4_linear_ref
 
+from .launch_spy import spy_launches
+
 DEV = "cpu" if interpreter_enabled() else "cuda"
 DTYPES = [torch.float16, torch.bfloat16]
 kernels = pytest.mark.skipif(
@@ -627,6 +629,10 @@ def test_int4_grad_input_split_n(
         (2, 333, 384, 64, 2, 3),  # odd N, groups of 64 two per program (6 groups: 3 full blocks)
         (1, 70, 128, 128, 1, 1),  # one chunk: dx written directly, rows past N masked
         (2, 1000, 128, 32, 1, 32),  # small groups, many rows per chunk
+        # groups not a multiple of GPP: the last program's words past K are masked, and it must
+        # still be launched (programs = cdiv(groups, GPP)); found by mutation testing
+        (1, 200, 384, 128, 2, 32),  # 3 groups two per program; split N
+        (2, 70, 640, 64, 4, 1),  # 10 groups four per program; dx directly
     ],
 )
 def test_int4_grad_input_gemv(M, N, K, group, gpp, max_split, dtype, poison, monkeypatch):
@@ -638,7 +644,9 @@ def test_int4_grad_input_gemv(M, N, K, group, gpp, max_split, dtype, poison, mon
     monkeypatch.setattr(int4_mod, "GRAD_GEMV_BLOCK_N", 16)
     _, qw, w_exact = _case(M, N, K, group, dtype, seed=N + K)
     g = rand(M, N, dtype=dtype, seed=31)
+    launched = spy_launches(monkeypatch, int4_mod)
     dx = int4_linear_grad_input(g, qw)
+    assert launched[0] == "_int4_grad_gemv_kernel"
     assert dx.shape == (M, K) and dx.dtype == dtype
     assert_close(dx, grad_ref(g, w_exact))
     # an output gradient of one sign: nothing large is carried and cancelled at the end
@@ -740,46 +748,7 @@ def test_ptx_decode_is_one_line_for_inductor():
         assert "\n" not in text and "prmt.b32" in text and text.count(";") >= 16
 
 
-# Found by mutation testing (session 22): a masked last block and which kernel runs.
-def _spy_int4_launches(monkeypatch) -> list:
-    """The names of the kernels int4.py launches from now on, in order (a list it fills)."""
-    launched = []
-    real = int4_mod.launch
-
-    def spy(kernel, grid, *args, **meta):
-        launched.append(kernel.__name__)
-        return real(kernel, grid, *args, **meta)
-
-    monkeypatch.setattr(int4_mod, "launch", spy)
-    return launched
-
-
-@kernels
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(
-    "M,N,K,group,max_split",
-    [
-        (1, 200, 384, 128, 32),  # 3 groups two per program: the last block half past K; split N
-        (2, 70, 640, 64, 1),  # 10 groups four per program: the last block half; dx directly
-    ],
-)
-def test_int4_grad_input_gemv_partial_last_block(
-    M, N, K, group, max_split, dtype, poison, monkeypatch
-):
-    # K // group not a multiple of GPP: the last program's words past K are masked, and it must
-    # still be launched (programs = cdiv(groups, GPP)); outputs poisoned.
-    gpp = 2 if K // group == 3 else 4
-    assert (K // group) % gpp
-    monkeypatch.setattr(int4_mod, "GRAD_GEMV", True)
-    monkeypatch.setattr(int4_mod, "GRAD_GEMV_GPP", gpp)
-    monkeypatch.setattr(int4_mod, "GRAD_MAX_SPLIT", max_split)
-    monkeypatch.setattr(int4_mod, "GRAD_GEMV_BLOCK_N", 16)
-    _, qw, w_exact = _case(M, N, K, group, dtype, seed=N + K)
-    g = rand(M, N, dtype=dtype, seed=32)
-    launched = _spy_int4_launches(monkeypatch)
-    dx = int4_linear_grad_input(g, qw)
-    assert launched[0] == "_int4_grad_gemv_kernel"
-    assert_close(dx, grad_ref(g, w_exact))
+# Found by mutation testing (session 22): which kernel runs per batch.
 
 
 @kernels
@@ -789,7 +758,7 @@ def test_int4_grad_input_gemv_takes_batches_up_to_max_m(monkeypatch):
     monkeypatch.setattr(int4_mod, "GRAD_GEMV", True)
     N, K, group = 40, 256, 128
     _, qw, w_exact = _case(1, N, K, group, torch.float16, seed=3)
-    launched = _spy_int4_launches(monkeypatch)
+    launched = spy_launches(monkeypatch, int4_mod)
     for M in range(1, int4_mod.GRAD_GEMV_MAX_M + 2):
         launched.clear()
         g = rand(M, N, dtype=torch.float16, seed=40 + M)

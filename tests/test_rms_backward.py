@@ -13,6 +13,8 @@ from warpgauge.kernels import rmsnorm_backward as bwd
 from warpgauge.kernels.plans import RowPlan
 from warpgauge.reference import assert_close
 
+from .launch_spy import spy_launches
+
 # Tunes each case runs under: the module default (few large groups, one group writes dw itself),
 # the old rule (legacy: groups = programs per SM x SMs, 64 finish columns), groups per SM only
 # (min_group_elems 0: many groups, the finish kernel), narrow finish programs, early dh.
@@ -56,16 +58,8 @@ def _ref(dy, dh, h, w, eps=1e-6):
 
 
 def _spy_launches(monkeypatch) -> list:
-    """The names of the kernels the backward launches from now on, in order (a list it fills)."""
-    launched = []
-    real = bwd.launch
-
-    def spy(kernel, grid, *args, **meta):
-        launched.append(kernel.__name__)
-        return real(kernel, grid, *args, **meta)
-
-    monkeypatch.setattr(bwd, "launch", spy)
-    return launched
+    """The names of the kernels the backward launches from now on, in order."""
+    return spy_launches(monkeypatch, bwd)
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from .artifacts import Run, atomic_write_bytes, load_run
 from .export import records
+from .report_tables import _overlap as intervals_overlap
 
 BAND = 0.03
 ROW_OPS = ("softmax", "add_rms_norm", "row_sum")
@@ -81,11 +82,10 @@ def _ok(row: dict) -> bool:
 
 
 def _overlap(a: dict, b: dict) -> bool:
-    """Whether two rows' device-time p10-p90 intervals overlap (False when one is missing)."""
-    keys = ("device_p10_us", "device_p90_us")
-    if any(r.get(k) is None for r in (a, b) for k in keys):
-        return False
-    return a["device_p10_us"] <= b["device_p90_us"] and b["device_p10_us"] <= a["device_p90_us"]
+    """Whether two export rows' device-time p10-p90 intervals overlap (the report's test, on the
+    rows' column names; False when one is missing)."""
+    iv = [{"p10_us": r.get("device_p10_us"), "p90_us": r.get("device_p90_us")} for r in (a, b)]
+    return all(v is not None for d in iv for v in d.values()) and intervals_overlap(*iv)
 
 
 def _floors(mode: str, row: dict, other: dict, band: float) -> list[tuple[str, float]]:
